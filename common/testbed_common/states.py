@@ -1,0 +1,69 @@
+"""Run lifecycle states and the transitions between them.
+
+A run moves scheduled -> assigned -> deploying -> running -> uploading -> done, or ends
+early as failed, cancelled or expired. Final states are never overwritten (a lesson from
+MONROE, where a late status report could resurrect a killed experiment), so the
+orchestrator checks every transition against ``ALLOWED`` before it writes it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunState(StrEnum):
+    SCHEDULED = "scheduled"
+    ASSIGNED = "assigned"
+    DEPLOYING = "deploying"
+    RUNNING = "running"
+    UPLOADING = "uploading"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset({RunState.DONE, RunState.FAILED, RunState.CANCELLED, RunState.EXPIRED})
+
+#: Forward moves a run may make. Skipping ahead is allowed (an agent that finds a run's
+#: container already gone reports failed straight from assigned), going back is not.
+ALLOWED: dict[RunState, frozenset[RunState]] = {
+    RunState.SCHEDULED: frozenset(
+        {RunState.ASSIGNED, RunState.CANCELLED, RunState.EXPIRED, RunState.FAILED}
+    ),
+    RunState.ASSIGNED: frozenset(
+        {
+            RunState.DEPLOYING,
+            RunState.RUNNING,
+            RunState.FAILED,
+            RunState.CANCELLED,
+            RunState.EXPIRED,
+        }
+    ),
+    RunState.DEPLOYING: frozenset({RunState.RUNNING, RunState.FAILED, RunState.CANCELLED}),
+    RunState.RUNNING: frozenset({RunState.UPLOADING, RunState.FAILED, RunState.CANCELLED}),
+    RunState.UPLOADING: frozenset({RunState.DONE, RunState.FAILED}),
+    RunState.DONE: frozenset(),
+    RunState.FAILED: frozenset(),
+    RunState.CANCELLED: frozenset(),
+    RunState.EXPIRED: frozenset(),
+}
+
+
+def can_move(current: RunState, target: RunState) -> bool:
+    """True when a run in ``current`` may be moved to ``target``."""
+    return target in ALLOWED[current]
+
+
+class NodeHealth(StrEnum):
+    """Node health as users see it; derived from the last heartbeat, never stored."""
+
+    NEW = "new"  # provisioned, has never registered
+    ONLINE = "online"
+    STALE = "stale"  # missed a few heartbeats; keeps its bookings
+    OFFLINE = "offline"  # silent too long: its active runs are failed
+    MAINTENANCE = "maintenance"  # taken out of service by an operator

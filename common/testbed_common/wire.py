@@ -1,0 +1,114 @@
+"""Messages between node agents and the orchestrator (JSON over HTTPS, agent-initiated).
+
+Nodes sit behind operator NAT, so every exchange starts at the agent: it registers,
+heartbeats, and receives its assignments in the heartbeat reply (MONROE nodes pulled on
+a 60 s heartbeat and prefetched a few tasks; we do the same). Field units are in the names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from testbed_common.states import RunState
+
+API_PREFIX = "/api/v1"
+AGENT_PREFIX = f"{API_PREFIX}/agent"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Operator(_Wire):
+    mcc_mnc: str = Field(pattern=r"^\d{3}-\d{2,3}$", examples=["240-01"])
+    name: str
+
+
+class InterfaceReport(_Wire):
+    """One modem interface as the agent sees it."""
+
+    name: str = Field(examples=["op0"])
+    operator: Operator
+    rat: str | None = None
+    address: str | None = None
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    up: bool = True
+
+
+class Registration(_Wire):
+    agent_version: str
+    model: str = "unknown"
+    architecture: str = "unknown"
+    interfaces: list[InterfaceReport]
+
+
+class RegistrationReply(_Wire):
+    node_id: str
+    heartbeat_interval_s: float
+    #: Runs the orchestrator believes this node holds. An agent that restarted and does
+    #: not hold them reports them failed, so nothing waits for a run no one is running.
+    active_run_ids: list[str]
+
+
+class Heartbeat(_Wire):
+    sent_at: datetime
+    interfaces: list[InterfaceReport]
+    #: Agent clock minus orchestrator clock, seconds, estimated from the last exchange.
+    clock_offset_s: float | None = None
+    disk_free_bytes: int
+    running_run_ids: list[str] = []
+    spooled_bundles: int = 0
+
+
+class Assignment(_Wire):
+    """A run the node must execute. ``not_before``/``deadline`` bound its time slot."""
+
+    run_id: str
+    experiment: str
+    image: str
+    parameters: dict[str, Any]
+    interface: str
+    not_before: datetime
+    deadline: datetime
+    #: Data-volume reservation for the run (bytes, both directions on its interface).
+    max_bytes: int
+
+
+class HeartbeatReply(_Wire):
+    server_time: datetime
+    heartbeat_interval_s: float
+    assignments: list[Assignment]
+    #: Runs the node must stop now (cancelled by a user, or already final here).
+    cancel_run_ids: list[str] = []
+
+
+class StateReport(_Wire):
+    state: RunState
+    reason: str = Field(min_length=1, max_length=2000)
+    at: datetime
+    #: Bytes the run moved on its interface (both directions), sent with the report
+    #: that ends the run's traffic (uploading, failed, cancelled); the orchestrator
+    #: settles the run's quota reservation with it. None: not measured (older agents).
+    measured_bytes: int | None = Field(None, ge=0)
+
+
+class UploadCreate(_Wire):
+    size: int = Field(gt=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class UploadStatus(_Wire):
+    """Where a resumable upload stands: the agent sends bytes from ``offset`` on."""
+
+    run_id: str
+    size: int
+    sha256: str
+    offset: int
+    complete: bool
+
+
+UPLOAD_OFFSET_HEADER = "Upload-Offset"

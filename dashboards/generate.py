@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""Grafana provisioning for the testbed, generated from code.
+
+    python dashboards/generate.py            # rewrite dashboards/provisioning/
+    python dashboards/generate.py --out DIR  # write elsewhere (the tests compare)
+
+Writes a datasource (InfluxDB over the v1 API with InfluxQL, which 1.x, 2.x and 3.x
+serve; see docs/timeseries.md), a dashboards provider, and one JSON model per
+dashboard. Mount ``provisioning/`` as ``/etc/grafana/provisioning`` and set
+``TESTBED_INFLUXDB_URL``, ``TESTBED_INFLUXDB_DB``, ``TESTBED_INFLUXDB_USER`` and
+``TESTBED_INFLUXDB_PASSWORD`` in Grafana's environment (provisioning expands them).
+
+Every query is InfluxQL against the measurements and fields of
+orchestrator/timeseries/schema.py, bounded by ``$timeFilter`` and narrowed by the
+template variables ``campaign``, ``operator`` (MCC-MNC) and ``node`` (multi-value,
+"All" matches every value, including points without the tag). Hour-of-day panels use
+Grafana's ``formatTime`` transformation (Grafana >= 10.2) in the dashboard's time zone,
+and day buckets InfluxQL's ``tz()`` with the ``tz`` variable: set both to the nodes'
+zone. What Grafana cannot compute (the time-of-day significance test, the RD CDF) is
+approximated here and computed exactly by the orchestrator's own pages, linked from
+every dashboard (``pages_url`` variable).
+
+Grafana cannot run on the machines that build this project, so the output is checked
+structurally (tests/unit/test_dashboards.py), not rendered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATASOURCE_UID = "testbed-influxdb"
+DS = {"type": "influxdb", "uid": DATASOURCE_UID}
+SCHEMA_VERSION = 39  # Grafana 10.4/11 dashboards
+Json = dict[str, Any]
+
+# --- template variables -----------------------------------------------------------------
+
+#: The usual filter, as regex matches so the multi-value and "All" selections work.
+CAMPAIGN = '"campaign" =~ /^$campaign$/'
+OPERATOR = '"operator" =~ /^$operator$/'
+NODE = '"node" =~ /^$node$/'
+RUN_FILTER = f"{CAMPAIGN} AND {OPERATOR} AND {NODE}"  # the filters of a run's points
+SITE_FILTER = f"{OPERATOR} AND {NODE}"  # metadata is sampled outside campaigns too
+
+
+def query_var(name: str, label: str, query: str, *, multi: bool = True) -> Json:
+    return {
+        "name": name, "label": label, "type": "query", "datasource": DS,
+        "query": query, "definition": query, "refresh": 2, "sort": 1,
+        "multi": multi, "includeAll": multi, "allValue": ".*" if multi else None,
+        "current": {}, "hide": 0,
+    }
+
+
+def campaign_var(measurement: str = "tat_summary") -> Json:
+    return query_var("campaign", "Campaign",
+                     f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "campaign"')
+
+
+def operator_var(measurement: str = "tat_summary") -> Json:
+    return query_var("operator", "Operator (MCC-MNC)",
+                     f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "operator"')
+
+
+def node_var(measurement: str = "tat_summary") -> Json:
+    return query_var("node", "Node",
+                     f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "node" '
+                     "WHERE \"operator\" =~ /^$operator$/")
+
+
+def method_var() -> Json:
+    return query_var("method", "ABw tool", 'SHOW TAG VALUES FROM "abw" WITH KEY = "method"')
+
+
+def custom_var(name: str, label: str, options: Sequence[str], *, doc: str) -> Json:
+    return {
+        "name": name, "label": label, "type": "custom", "description": doc,
+        "query": ",".join(options), "multi": False, "includeAll": False, "hide": 0,
+        "current": {"text": options[0], "value": options[0], "selected": True},
+        "options": [{"text": o, "value": o, "selected": i == 0}
+                    for i, o in enumerate(options)],
+    }
+
+
+def textbox_var(name: str, label: str, default: str, *, doc: str) -> Json:
+    return {"name": name, "label": label, "type": "textbox", "query": default,
+            "description": doc, "hide": 0,
+            "current": {"text": default, "value": default}}
+
+
+def tz_var() -> Json:
+    return textbox_var("tz", "Time zone of day buckets", "UTC",
+                       doc="IANA zone for InfluxQL tz(): days start at the nodes' local "
+                           "midnight (e.g. Europe/Stockholm)")
+
+
+def pages_var() -> Json:
+    return textbox_var("pages_url", "Orchestrator URL", "http://localhost:8080",
+                       doc="Where the orchestrator's own pages are served (exact "
+                           "time-of-day test, RD CDF)")
+
+
+def bucket_var() -> Json:
+    return custom_var("session", "Session spacing", ["1h", "2h", "1d"],
+                      doc="Campaign recurrence: ABw and TAT of one session fall in one bucket")
+
+
+# --- panels ---------------------------------------------------------------------------
+
+
+def target(query: str, ref: str = "A", *, table: bool = False, alias: str = "") -> Json:
+    t: Json = {"refId": ref, "datasource": DS, "rawQuery": True, "query": query,
+               "resultFormat": "table" if table else "time_series"}
+    if alias:
+        t["alias"] = alias
+    return t
+
+
+def panel(title: str, kind: str, targets: Sequence[Json], *, unit: str = "",
+          description: str = "", width: int = 12, height: int = 8,
+          options: Json | None = None, overrides: Sequence[Json] = (),
+          transformations: Sequence[Json] = (), extra: Json | None = None) -> Json:
+    p: Json = {
+        "title": title, "type": kind, "datasource": DS, "description": description,
+        "targets": list(targets), "gridPos": {"w": width, "h": height},
+        "fieldConfig": {"defaults": {"unit": unit} if unit else {},
+                        "overrides": list(overrides)},
+        "options": options or {},
+    }
+    if transformations:
+        p["transformations"] = list(transformations)
+    p.update(extra or {})
+    return p
+
+
+def band_overrides(upper: str, lower: str) -> list[Json]:
+    """Fill between two series (a confidence band), and hide them from the legend."""
+    hidden = {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": False,
+                                                  "viz": False}}
+    return [
+        {"matcher": {"id": "byName", "options": upper},
+         "properties": [{"id": "custom.fillBelowTo", "value": lower},
+                        {"id": "custom.lineWidth", "value": 0},
+                        {"id": "custom.fillOpacity", "value": 25}, hidden]},
+        {"matcher": {"id": "byName", "options": lower},
+         "properties": [{"id": "custom.lineWidth", "value": 0}, hidden]},
+    ]
+
+
+def join_by_time(mode: str = "inner") -> Json:
+    return {"id": "joinByField", "options": {"byField": "Time", "mode": mode}}
+
+
+def ratio(left: str, right: str, alias: str) -> Json:
+    return {"id": "calculateField", "options": {
+        "mode": "binary", "alias": alias, "replaceFields": False,
+        "binary": {"left": left, "operator": "/", "right": right}}}
+
+
+def hour_of_day(value: str) -> list[Json]:
+    """Rows to one row per hour of day (dashboard time zone): min, mean, max, count."""
+    return [
+        {"id": "formatTime", "options": {"timeField": "Time", "outputFormat": "HH",
+                                         "useTimezone": True}},
+        {"id": "groupBy", "options": {"fields": {
+            "Time": {"operation": "groupby", "aggregations": []},
+            value: {"operation": "aggregate",
+                    "aggregations": ["min", "mean", "max", "count"]}}}},
+        {"id": "sortBy", "options": {"sort": [{"field": "Time", "desc": False}]}},
+    ]
+
+
+# --- dashboards -----------------------------------------------------------------------
+
+
+def dashboard(uid: str, title: str, description: str, panels: Sequence[Json],
+              variables: Sequence[Json], *, time_from: str = "now-9d") -> Json:
+    laid_out, x, y, row_h = [], 0, 0, 0
+    for pid, p in enumerate(panels, start=1):
+        w, h = p["gridPos"]["w"], p["gridPos"]["h"]
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        laid_out.append({**p, "id": pid, "gridPos": {"x": x, "y": y, "w": w, "h": h}})
+        x, row_h = x + w, max(row_h, h)
+    names = {v["name"] for v in variables}
+    pages = "${pages_url}/" + ("?campaign=${campaign}" if "campaign" in names else "")
+    return {
+        "uid": uid, "title": title, "description": description,
+        "tags": ["testbed", "mbb"], "timezone": "browser", "editable": False,
+        "schemaVersion": SCHEMA_VERSION, "version": 1, "refresh": "",
+        "time": {"from": time_from, "to": "now"}, "graphTooltip": 1,
+        "annotations": {"list": []},
+        "templating": {"list": [*variables, pages_var()]},
+        "links": [
+            {"title": "Testbed dashboards", "type": "dashboards", "tags": ["testbed"],
+             "asDropdown": True, "includeVars": True, "keepTime": True},
+            {"title": "Orchestrator pages (exact statistics)", "type": "link",
+             "url": pages, "targetBlank": True},
+        ],
+        "panels": laid_out,
+    }
+
+
+def campaign_overview() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    return dashboard("testbed-campaign", "Campaign overview",
+                     "What a campaign measured so far: transfers, estimates, rates, policing.",
+                     [
+        panel("TAT transfers", "stat", [target(
+            f'SELECT count("mean_bps") FROM "tat_summary" {w}')], width=6, height=4),
+        panel("ABw estimates", "stat", [target(
+            f'SELECT count("estimate_bps") FROM "abw" {w}')], width=6, height=4),
+        panel("Mean TAT rate", "stat", [target(
+            f'SELECT mean("mean_bps") FROM "tat_summary" {w}')], unit="bps", width=6,
+            height=4),
+        panel("Bytes sent (TAT + ABw)", "stat", [
+            target(f'SELECT sum("sender_bytes") FROM "tat_summary" {w}', "A", alias="TAT"),
+            target(f'SELECT sum("bytes") FROM "abw" {w}', "B", alias="ABw")],
+            unit="decbytes", width=6, height=4),
+        panel("TAT mean rate per operator", "timeseries", [target(
+            f'SELECT mean("mean_bps") FROM "tat_summary" {w} '
+            'GROUP BY time($__interval), "operator_name" fill(none)',
+            alias="$tag_operator_name")], unit="bps"),
+        panel("ABw estimate per tool and operator", "timeseries", [target(
+            f'SELECT mean("estimate_bps") FROM "abw" {w} '
+            'GROUP BY time($__interval), "method", "operator_name" fill(none)',
+            alias="$tag_operator_name $tag_method")], unit="bps"),
+        panel("Transfers per node and operator", "table", [target(
+            f'SELECT count("mean_bps") AS "transfers", mean("mean_bps") AS "mean rate", '
+            f'sum("sender_bytes") AS "bytes" FROM "tat_summary" {w} '
+            'GROUP BY "node", "operator_name"', table=True)], width=24,
+            transformations=[{"id": "merge", "options": {}}]),
+        panel("Policing profile of each transfer", "table", [target(
+            f'SELECT "policing", "stable_bps", "time_to_90_s", "peak_bps", "drop_s" '
+            f'FROM "tat_summary" {w} GROUP BY "node", "operator_name"', table=True)],
+            width=24, description="flat, ramp (LTE: ~10 s before the stable rate) or "
+            "peak_then_drop (3G token bucket), from the 100 ms bins"),
+    ], [campaign_var(), operator_var(), node_var()])
+
+
+def abw_vs_tat() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    tat = target(f'SELECT mean("mean_bps") AS "tat_bps" FROM "tat_summary" {w} '
+                 "GROUP BY time($session) fill(none)", "A")
+    abw = target(f'SELECT mean("estimate_bps") AS "abw_bps" FROM "abw" {w} '
+                 'AND "method" =~ /^$method$/ GROUP BY time($session) fill(none)', "B")
+    repeat = {"repeat": "operator", "repeatDirection": "h", "maxPerRow": 2}
+    return dashboard(
+        "testbed-abw-vs-tat", "ABw vs TAT",
+        "ABw estimates against TAT per operator (one panel each; pick a country's "
+        "operators). ABw and TAT of one session share a bucket of the session spacing. "
+        "RD = |TAT - ABw| / TAT is 1 - ABw/TAT in absolute value: the histogram shows "
+        "ABw/TAT; the orchestrator's ABw vs TAT page draws the exact pairing and RD CDF.",
+        [
+            panel("ABw estimate against TAT: $operator", "xychart", [tat, abw],
+                  unit="bps", transformations=[join_by_time()],
+                  options={"seriesMapping": "auto", "dims": {"x": "tat_bps"},
+                           "series": [{"x": "tat_bps", "y": "abw_bps"}]},
+                  extra=repeat),
+            panel("ABw / TAT per session: $operator", "histogram", [tat, abw],
+                  transformations=[join_by_time(), ratio("abw_bps", "tat_bps", "abw_over_tat"),
+                                   {"id": "organize", "options": {"excludeByName": {
+                                       "tat_bps": True, "abw_bps": True}}}],
+                  options={"bucketSize": 0.05, "combine": False},
+                  description="1 = exact; RD = |1 - ABw/TAT|", extra=repeat),
+            panel("Mean ABw and TAT per session", "timeseries", [
+                target(f'SELECT mean("mean_bps") FROM "tat_summary" {w} '
+                       'GROUP BY time($session), "operator_name" fill(none)', "A",
+                       alias="TAT $tag_operator_name"),
+                target(f'SELECT mean("estimate_bps") FROM "abw" {w} AND '
+                       '"method" =~ /^$method$/ GROUP BY time($session), "operator_name", '
+                       '"method" fill(none)', "B",
+                       alias="ABw $tag_method $tag_operator_name")], unit="bps", width=24),
+        ], [campaign_var(), operator_var(), node_var(), method_var(), bucket_var()])
+
+
+def volume() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    tat = target(f'SELECT sum("sender_bytes") AS "tat_bytes" FROM "tat_summary" {w} '
+                 "GROUP BY time($session) fill(none)", "A")
+    abw = target(f'SELECT sum("bytes") AS "abw_bytes" FROM "abw" {w} '
+                 "GROUP BY time($session) fill(none)", "B")
+    return dashboard(
+        "testbed-volume", "Data volume per session",
+        "What each session cost: bytes TAT and the ABw tools sent, and their ratio (the "
+        "seeds saw TAT move 8.5x to 14.7x more).", [
+            panel("Bytes per session", "barchart", [tat, abw], unit="decbytes",
+                  transformations=[join_by_time("outer")], options={"xField": "Time"}),
+            panel("TAT/ABw volume ratio per session", "timeseries", [tat, abw],
+                  transformations=[join_by_time(), ratio("tat_bytes", "abw_bytes", "ratio"),
+                                   {"id": "organize", "options": {"excludeByName": {
+                                       "tat_bytes": True, "abw_bytes": True}}}],
+                  unit="x"),
+            panel("ABw bytes per estimate, by tool", "timeseries", [target(
+                f'SELECT mean("bytes") FROM "abw" {w} GROUP BY time($__interval), "method" '
+                "fill(none)", alias="$tag_method")], unit="decbytes"),
+            panel("TAT bytes per transfer, by operator", "timeseries", [target(
+                f'SELECT mean("sender_bytes") FROM "tat_summary" {w} '
+                'GROUP BY time($__interval), "operator_name" fill(none)',
+                alias="$tag_operator_name")], unit="decbytes"),
+        ], [campaign_var(), operator_var(), node_var(), bucket_var()])
+
+
+def abw_latency() -> Json:
+    w = f'WHERE {RUN_FILTER} AND "method" =~ /^$method$/ AND $timeFilter'
+    return dashboard(
+        "testbed-abw-latency", "ABw measurement latency",
+        "Time one ABw estimate took (the seeds: 0.8-1.6 s mean).", [
+            panel("Latency per estimate", "timeseries", [target(
+                f'SELECT mean("latency_s") FROM "abw" {w} '
+                'GROUP BY time($__interval), "method" fill(none)', alias="$tag_method")],
+                unit="s"),
+            panel("Latency distribution", "histogram", [target(
+                f'SELECT "latency_s" FROM "abw" {w}')], unit="s",
+                options={"bucketSize": 0.1}),
+            panel("Latency by tool and operator", "table", [target(
+                f'SELECT mean("latency_s") AS "mean", stddev("latency_s") AS "sd", '
+                f'count("latency_s") AS "estimates" FROM "abw" {w} '
+                'GROUP BY "method", "operator_name"', table=True)], unit="s", width=24),
+        ], [campaign_var("abw"), operator_var("abw"), node_var("abw"), method_var()])
+
+
+def tat_bins() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    return dashboard(
+        "testbed-tat-bins", "TAT in 100 ms bins",
+        "Receiver-side rate in 100 ms bins: the operator's policing shows as a ramp "
+        "(LTE) or a peak then a drop (3G). Zoomed out, each point is the mean of the bins "
+        "in the interval with its 95 % confidence band (mean ± 1.96 sd/√n).", [
+            panel("TAT rate with 95 % confidence band", "timeseries", [target(
+                'SELECT mean("bps") AS "mean", '
+                'mean("bps") + 1.96 * stddev("bps") / sqrt(count("bps")) AS "upper", '
+                'mean("bps") - 1.96 * stddev("bps") / sqrt(count("bps")) AS "lower" '
+                f'FROM "tat" {w} GROUP BY time($__interval) fill(none)')],
+                unit="bps", width=24, height=10,
+                overrides=band_overrides("upper", "lower"), extra={"interval": "100ms"}),
+            panel("TAT rate per node and operator", "timeseries", [target(
+                f'SELECT mean("bps") FROM "tat" {w} '
+                'GROUP BY time($__interval), "node", "operator_name" fill(none)',
+                alias="$tag_node $tag_operator_name")], unit="bps", width=24,
+                extra={"interval": "100ms"}),
+        ], [campaign_var("tat"), operator_var("tat"), node_var("tat")], time_from="now-6h")
+
+
+def hourly() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    return dashboard(
+        "testbed-hourly", "Hourly behaviour",
+        "TAT rate by hour of day per operator (the dashboard's time zone: set it to the "
+        "nodes'). Grafana has no box plot: min, mean and max per hour; the orchestrator's "
+        "hourly page draws box plots in each node's local time.", [
+            panel("TAT rate by hour of day: $operator", "barchart", [target(
+                f'SELECT "mean_bps" FROM "tat_summary" {w}', table=True)],
+                unit="bps", transformations=hour_of_day("mean_bps"),
+                options={"xField": "Time", "showValue": "never"},
+                extra={"repeat": "operator", "repeatDirection": "h", "maxPerRow": 2}),
+            panel("Hourly mean TAT rate per operator", "timeseries", [target(
+                f'SELECT mean("mean_bps") FROM "tat_summary" {w} '
+                'GROUP BY time(1h), "operator_name" fill(none)',
+                alias="$tag_operator_name")], unit="bps", width=24),
+        ], [campaign_var(), operator_var(), node_var()])
+
+
+def daily() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    return dashboard(
+        "testbed-daily", "Daily behaviour",
+        "Daily mean TAT rate per operator; days start at midnight in the tz variable's "
+        "zone.", [
+            panel("Daily mean TAT rate per operator", "timeseries", [target(
+                f'SELECT mean("mean_bps") FROM "tat_summary" {w} '
+                "GROUP BY time(1d), \"operator_name\" fill(none) tz('$tz')",
+                alias="$tag_operator_name")], unit="bps", width=24,
+                options={"legend": {"displayMode": "table", "calcs": ["mean", "min", "max"]}}),
+            panel("Transfers per day", "barchart", [target(
+                f'SELECT count("mean_bps") FROM "tat_summary" {w} '
+                "GROUP BY time(1d), \"operator_name\" fill(0) tz('$tz')",
+                alias="$tag_operator_name")], width=12),
+            panel("Daily ABw estimate per tool", "timeseries", [target(
+                f'SELECT mean("estimate_bps") FROM "abw" {w} '
+                "GROUP BY time(1d), \"method\", \"operator_name\" fill(none) tz('$tz')",
+                alias="$tag_operator_name $tag_method")], unit="bps", width=12),
+        ], [campaign_var(), operator_var(), node_var(), tz_var()], time_from="now-30d")
+
+
+def time_of_day() -> Json:
+    w = f"WHERE {RUN_FILTER} AND $timeFilter"
+    return dashboard(
+        "testbed-time-of-day", "Time-of-day effects",
+        "Is there a daily cycle? Grafana cannot run the test (Lomb-Scargle periodogram and "
+        "differential BIC with permutation p-values): see the orchestrator's time-of-day "
+        "page (link above). Here: hourly means per node and the daily swing of them.", [
+            panel("Hourly mean TAT rate per node", "timeseries", [target(
+                f'SELECT mean("mean_bps") FROM "tat_summary" {w} '
+                'GROUP BY time(1h), "node", "operator_name" fill(none)',
+                alias="$tag_node $tag_operator_name")], unit="bps", width=24),
+            panel("Daily swing of the hourly means", "timeseries", [target(
+                'SELECT spread("hourly_bps") FROM (SELECT mean("mean_bps") AS "hourly_bps" '
+                f'FROM "tat_summary" {w} GROUP BY time(1h), "node", "operator_name") '
+                "WHERE $timeFilter GROUP BY time(1d), \"node\", \"operator_name\" fill(none) "
+                "tz('$tz')", alias="$tag_node $tag_operator_name")], unit="bps",
+                description="max - min of the hourly means in each day: a daily cycle "
+                "keeps it high day after day"),
+            panel("Flow completion and handshake RTT by hour", "timeseries", [target(
+                f'SELECT mean("fct_s") AS "fct", mean("rtt_3whs_s") AS "rtt_3whs" '
+                f'FROM "flows" {w} GROUP BY time(1h) fill(none)')], unit="s"),
+        ], [campaign_var(), operator_var(), node_var(), tz_var()], time_from="now-9d")
+
+
+def signal() -> Json:
+    w = f"WHERE {SITE_FILTER} AND $timeFilter"
+
+    def metric(field: str, title: str, unit: str) -> Json:
+        return panel(title, "timeseries", [target(
+            f'SELECT mean("{field}") FROM "modem" {w} '
+            'GROUP BY time($__interval), "node", "interface" fill(none)',
+            alias="$tag_node $tag_interface")], unit=unit)
+
+    return dashboard(
+        "testbed-signal", "Signal metadata",
+        "Modem measurements over time (as the modem reports them).", [
+            metric("rsrp", "RSRP", "dBm"), metric("rsrq", "RSRQ", "dB"),
+            metric("sinr", "SINR", "dB"), metric("rssi", "RSSI", "dBm"),
+            panel("Cells seen per interval (handovers)", "timeseries", [target(
+                f'SELECT count(distinct("cell_id")) FROM "modem" {w} '
+                'GROUP BY time($__interval), "node", "interface" fill(none)',
+                alias="$tag_node $tag_interface")]),
+            panel("Current cell, band and RAT", "table", [target(
+                f'SELECT last("cell_id") AS "cell", last("band") AS "band", '
+                f'last("rat") AS "rat" FROM "modem" {w} GROUP BY "node", "interface"',
+                table=True)]),
+        ], [operator_var("modem"), node_var("modem")], time_from="now-24h")
+
+
+def quota() -> Json:
+    w = f"WHERE {SITE_FILTER} AND $timeFilter"
+    return dashboard(
+        "testbed-quota", "Quota use",
+        "Per node and operator SIM: bytes used and reserved against the limit.", [
+            panel("Used and reserved", "timeseries", [target(
+                f'SELECT last("used_bytes") AS "used", last("reserved_bytes") AS "reserved", '
+                f'last("limit_bytes") AS "limit" FROM "quota" {w} '
+                'GROUP BY time($__interval), "node", "operator_name" fill(previous)',
+                alias="$tag_node $tag_operator_name $col")], unit="decbytes", width=24),
+            panel("Share of the limit used", "bargauge", [target(
+                f'SELECT last("used_bytes") / last("limit_bytes") * 100 FROM "quota" {w} '
+                'GROUP BY "node", "operator_name"',
+                alias="$tag_node $tag_operator_name")], unit="percent",
+                options={"displayMode": "gradient", "orientation": "horizontal"},
+                extra={"fieldConfig": {"defaults": {"unit": "percent", "min": 0, "max": 100,
+                                                    "thresholds": {"mode": "absolute",
+                                                                   "steps": [
+                    {"color": "green", "value": None}, {"color": "orange", "value": 80},
+                    {"color": "red", "value": 95}]}}, "overrides": []}}),
+            panel("Reserved share of the limit", "bargauge", [target(
+                f'SELECT last("reserved_bytes") / last("limit_bytes") * 100 FROM "quota" {w} '
+                'GROUP BY "node", "operator_name"',
+                alias="$tag_node $tag_operator_name")], unit="percent"),
+        ], [operator_var("quota"), node_var("quota")], time_from="now-30d")
+
+
+def fleet() -> Json:
+    w = f"WHERE {NODE} AND $timeFilter"
+    return dashboard(
+        "testbed-fleet", "Fleet health",
+        "Node metadata: samples per hour (a gap is an outage or a node that cannot "
+        "upload), CPU, temperature, memory, free disk.", [
+            panel("System samples per hour", "timeseries", [target(
+                f'SELECT count("cpu_pct") FROM "system" {w} '
+                'GROUP BY time(1h), "node" fill(0)', alias="$tag_node")], width=24,
+                options={"legend": {"displayMode": "table", "calcs": ["min", "last"]}}),
+            panel("Latest per node", "table", [target(
+                f'SELECT last("cpu_pct") AS "cpu %", last("temperature_c") AS "temp °C", '
+                f'last("mem_pct") AS "mem %", last("disk_free_bytes") AS "disk free" '
+                f'FROM "system" {w} GROUP BY "node"', table=True)], width=24,
+                description="the time column is the node's last sample"),
+            panel("CPU", "timeseries", [target(
+                f'SELECT mean("cpu_pct") FROM "system" {w} '
+                'GROUP BY time($__interval), "node" fill(none)', alias="$tag_node")],
+                unit="percent"),
+            panel("Temperature", "timeseries", [target(
+                f'SELECT max("temperature_c") FROM "system" {w} '
+                'GROUP BY time($__interval), "node" fill(none)', alias="$tag_node")],
+                unit="celsius"),
+            panel("Free disk", "timeseries", [target(
+                f'SELECT min("disk_free_bytes") FROM "system" {w} '
+                'GROUP BY time($__interval), "node" fill(none)', alias="$tag_node")],
+                unit="decbytes"),
+            panel("Speed (mobile nodes)", "timeseries", [target(
+                f'SELECT mean("speed_mps") FROM "gps" {w} '
+                'GROUP BY time($__interval), "node" fill(none)', alias="$tag_node")],
+                unit="velocityms"),
+        ], [query_var("node", "Node", 'SHOW TAG VALUES FROM "system" WITH KEY = "node"')],
+        time_from="now-24h")
+
+
+DASHBOARDS = {
+    "campaign-overview": campaign_overview, "abw-vs-tat": abw_vs_tat, "volume": volume,
+    "abw-latency": abw_latency, "tat-bins": tat_bins, "hourly": hourly, "daily": daily,
+    "time-of-day": time_of_day, "signal": signal, "quota": quota, "fleet": fleet,
+}
+
+DATASOURCE_YAML = f"""\
+# Generated by dashboards/generate.py; do not edit by hand.
+# InfluxDB through its v1 API with InfluxQL: served by InfluxDB 1.x, 2.x (with a DBRP
+# mapping) and 3.x. Values come from Grafana's environment.
+apiVersion: 1
+datasources:
+  - name: Testbed InfluxDB
+    uid: {DATASOURCE_UID}
+    type: influxdb
+    access: proxy
+    url: ${{TESTBED_INFLUXDB_URL}}
+    user: ${{TESTBED_INFLUXDB_USER}}
+    isDefault: true
+    editable: false
+    jsonData:
+      dbName: ${{TESTBED_INFLUXDB_DB}}
+      httpMode: POST
+      version: InfluxQL
+    secureJsonData:
+      password: ${{TESTBED_INFLUXDB_PASSWORD}}
+"""
+
+PROVIDER_YAML = """\
+# Generated by dashboards/generate.py; do not edit by hand.
+apiVersion: 1
+providers:
+  - name: testbed
+    orgId: 1
+    folder: MBB testbed
+    type: file
+    disableDeletion: true
+    allowUiUpdates: false
+    updateIntervalSeconds: 60
+    options:
+      path: /etc/grafana/provisioning/dashboards
+"""
+
+
+def render() -> dict[str, str]:
+    """Relative path -> file text, for everything under provisioning/."""
+    files = {"datasources/influxdb.yaml": DATASOURCE_YAML,
+             "dashboards/testbed.yaml": PROVIDER_YAML}
+    for name, build in DASHBOARDS.items():
+        files[f"dashboards/{name}.json"] = json.dumps(build(), indent=2,
+                                                      ensure_ascii=False) + "\n"
+    return files
+
+
+def write(out: Path) -> list[Path]:
+    written = []
+    for rel, text in render().items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=HERE / "provisioning",
+                        help="provisioning folder to write (default: %(default)s)")
+    args = parser.parse_args(argv)
+    for path in write(args.out):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

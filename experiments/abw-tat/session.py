@@ -1,0 +1,200 @@
+"""ABw-TAT-ABw session experiment: entry point.
+
+Runs the steps of :func:`steps.session_steps` through the run's interface: ABw steps
+with the project's ``abw`` estimator (``abw send``, JSON lines), TAT steps with the tat
+experiment's iperf3 code, a pause between the halves. For every step it records start
+and end, the interface's kernel byte counters before and after (what the SIM pays,
+whatever the tools say) and the tool's raw output. The session summary is computed by
+``orchestrator.analysis.session``, the same code the orchestrator's pages use.
+
+Writes /results/abw-tat.json (format testbed.abw-tat v1), one tat-<n>.json (testbed.tat)
+and iperf3-<n>.json per TAT step, and abw-<n>-<method>.jsonl per ABw step. Any failed
+step ends the session: what ran is kept, the error is recorded in the result and as
+the last stderr line, and the exit code is non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tat
+from steps import Step, interface_counters, session_steps
+from tat_parse import Iperf3OutputError, parse_iperf3
+
+from orchestrator.analysis.session import abw_run, session_figures, tat_run
+
+FORMAT, VERSION = "testbed.abw-tat", 1
+#: ABw receivers on the measurement server (one session at a time each).
+ABW_PORTS = (7351, 7352, 7353, 7354)
+#: An estimate takes ~1 s; beyond this per estimate the tool is hung, not slow.
+ABW_TIMEOUT_PER_ESTIMATE_S = 20.0
+
+
+class SessionError(Exception):
+    pass
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _abw_command(config: dict[str, Any], method: str, port: int) -> list[str]:
+    p = config["parameters"]
+    cmd = ["abw", "send", "-s", f"{config['server_address']}:{port}", "-m", method,
+           "-n", str(int(p["estimates"])), "--size", str(int(p["probe_size"]))]
+    if config.get("interface_address"):
+        cmd += ["--bind", str(config["interface_address"])]
+    if p["direction"] == "downlink":
+        cmd.append("--reverse")
+    if method == "spruce":
+        if not p.get("capacity_bps"):
+            raise SessionError("spruce needs the bottleneck capacity: set capacity_bps")
+        cmd += ["--capacity", str(int(p["capacity_bps"]))]
+    return cmd
+
+
+def run_abw(config: dict[str, Any], method: str, out: Path) -> list[dict[str, Any]]:
+    """One ABw step: ``estimates`` estimates with ``method``; tries the next receiver
+    port while one answers busy. Returns the tool's records (written to ``out``)."""
+    timeout = ABW_TIMEOUT_PER_ESTIMATE_S * int(config["parameters"]["estimates"]) + 10
+    last = ""
+    for port in ABW_PORTS:
+        cmd = _abw_command(config, method, port)
+        print(f"abw-tat: {' '.join(cmd)}", file=sys.stderr)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  check=False)
+        except subprocess.TimeoutExpired as e:
+            raise SessionError(f"abw did not finish within {timeout:.0f} s") from e
+        except OSError as e:
+            raise SessionError(f"cannot start abw: {e}") from e
+        out.write_text(proc.stdout)
+        records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        errors = [r for r in records if r.get("type") == "error"]
+        if errors and errors[0].get("kind") == "busy":
+            last = str(errors[0].get("error"))
+            continue
+        if errors or proc.returncode != 0:
+            detail = errors[0].get("error") if errors else proc.stderr.strip()[-300:]
+            raise SessionError(f"abw {method} failed: {detail}")
+        return records
+    raise SessionError(f"every ABw receiver on the server is busy ({last})")
+
+
+def run_tat(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:
+    p = config["parameters"]
+    sub = {**config, "parameters": {"duration_s": p["run_s"], "direction": p["direction"],
+                                    "bin_s": 0.1}}
+    raw, port = tat.measure(sub)
+    (out_dir / f"iperf3-{n}.json").write_text(json.dumps(raw, indent=1))
+    result = parse_iperf3(raw, direction=str(p["direction"]),
+                          interface=str(config.get("interface") or ""),
+                          server=str(config["server_address"]), port=port, bin_s=0.1)
+    (out_dir / f"tat-{n}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def summarise(tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]],
+              records: list[dict[str, Any]]) -> dict[str, Any]:
+    figures = session_figures(tat=[tat_run(t) for t in tats], abw=[abw_run(a) for a in abws])
+    by_kind = {"abw": 0, "tat": 0}
+    for r in records:
+        if r["kind"] in by_kind:
+            by_kind[r["kind"]] += r["iface_rx_bytes"] + r["iface_tx_bytes"]
+    per_method: dict[str, dict[str, Any]] = {}
+    for method, f in figures.methods.items():
+        latencies = [x for r in {id(p.abw): p.abw for p in f.pairs}.values()
+                     for x in r.latencies_s]
+        per_method[method] = {
+            "abw_mean_bps": f.abw_mean_bps, "rd_mean": f.rd_mean,
+            "abs_diff_mean_bps": f.abs_diff_mean_bps, "latency_mean_s": f.latency_mean_s,
+            "latency_sd_s": f.latency_sd_s, "estimates": len(latencies),
+            "abw_bytes": f.abw_bytes, "tat_bytes": f.tat_bytes,
+            "volume_ratio": f.volume_ratio,
+            "pairs": [{"tat_bps": p.tat.mean_bps, "abw_bps": p.abw.mean_bps,
+                       "rd": p.rd, "abs_diff_bps": p.abs_diff_bps} for p in f.pairs],
+        }
+    abw_mean = sum(f.abw_mean_bps for f in figures.methods.values()) / len(figures.methods)
+    tat_mean = figures.tat_mean_bps
+    return {
+        "tat_mean_bps": tat_mean,
+        "abw_mean_bps": abw_mean,
+        "rd": abs(tat_mean - abw_mean) / tat_mean if tat_mean > 0 else None,
+        "abs_diff_bps": abs(tat_mean - abw_mean),
+        "methods": per_method,
+        # Volumes from the interface counters (both directions): what the SIM paid.
+        "abw_iface_bytes": by_kind["abw"],
+        "tat_iface_bytes": by_kind["tat"],
+        "volume_ratio_iface": by_kind["tat"] / by_kind["abw"] if by_kind["abw"] else None,
+    }
+
+
+def run_session(config: dict[str, Any], out: Path) -> dict[str, Any]:
+    p = config["parameters"]
+    iface = str(config.get("interface") or "")
+    plan = session_steps(method1=str(p["method1"]), method2=str(p["method2"]),
+                         halves=int(p["halves"]), pause_s=float(p["pause_s"]))
+    records: list[dict[str, Any]] = []
+    tats: list[dict[str, Any]] = []
+    abws: list[list[dict[str, Any]]] = []
+    doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "parameters": p,
+                           "interface": iface, "server": config["server_address"],
+                           "start": _now(), "steps": records}
+    try:
+        for n, step in enumerate(plan):
+            if step.kind == "pause":
+                time.sleep(step.seconds)
+                continue
+            record = _step(config, step, n, iface, out, tats, abws)
+            records.append(record)
+        doc["summary"] = summarise(tats, abws, records)
+    except (SessionError, tat.ExperimentError, Iperf3OutputError, ValueError) as e:
+        doc["error"] = str(e)
+    doc["end"] = _now()
+    (out / "abw-tat.json").write_text(json.dumps(doc, indent=1))
+    return doc
+
+
+def _step(config: dict[str, Any], step: Step, n: int, iface: str, out: Path,
+          tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    rx0, tx0 = interface_counters(iface) if iface else (0, 0)
+    start = _now()
+    if step.kind == "abw":
+        name = f"abw-{n}-{step.method}.jsonl"
+        abws.append(run_abw(config, step.method, out / name))
+    else:
+        name = f"tat-{n}.json"
+        tats.append(run_tat(config, n, out))
+    rx1, tx1 = interface_counters(iface) if iface else (0, 0)
+    return {"kind": step.kind, "half": step.half, "method": step.method, "file": name,
+            "start": start, "end": _now(), "iface_rx_bytes": rx1 - rx0,
+            "iface_tx_bytes": tx1 - tx0}
+
+
+def main() -> int:
+    try:
+        out = tat.results_dir()
+        out.mkdir(parents=True, exist_ok=True)
+        config = tat.load_config()
+        doc = run_session(config, out)
+    except (tat.ExperimentError, OSError, LookupError) as e:
+        print(f"abw-tat failed: {e}", file=sys.stderr)
+        return 1
+    if "error" in doc:
+        print(f"abw-tat failed: {doc['error']}", file=sys.stderr)
+        return 1
+    s = doc["summary"]
+    print(f"abw-tat: TAT {s['tat_mean_bps'] / 1e6:.2f} Mbit/s, ABw {s['abw_mean_bps'] / 1e6:.2f}"
+          f" Mbit/s, RD {s['rd']:.1%}, volume ratio {s['volume_ratio_iface']}", file=sys.stderr)
+    print(json.dumps({k: s[k] for k in ("tat_mean_bps", "abw_mean_bps", "rd")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""TAT experiment entry point: one iperf3 TCP transfer through the run's interface.
+
+Reads the run configuration (experiment contract: /testbed/config.json, environment),
+runs ``iperf3 -c <server> -B <interface address> -J --get-server-output -i 0.1``, trying
+the server's ports 5201..5208 in turn while they answer busy, and writes
+``/results/tat.json`` (format testbed.tat v1, parsed by :mod:`tat_parse`) next to
+iperf3's raw report ``/results/iperf3.json``. On failure it exits non-zero with the
+reason as the last line of stderr, which the agent copies into the run's final state.
+Standard library only, so the image needs nothing but python3 and iperf3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tat_parse import Iperf3OutputError, iperf3_error, is_busy, parse_iperf3
+
+#: The measurement server runs one iperf3 per port; one test per port at a time.
+SERVER_PORTS = tuple(range(5201, 5209))
+#: Rounds over all ports while every one answers busy, and the pause between rounds.
+BUSY_ROUNDS = 3
+BUSY_PAUSE_S = 2.0
+#: iperf3 connect timeout: a reachable server answers in well under a second, even on 3G.
+CONNECT_TIMEOUT_MS = 5000
+#: Head-room over the transfer for connection set-up and the server's report.
+RUN_MARGIN_S = 30.0
+
+DEFAULTS: dict[str, Any] = {"duration_s": 10, "direction": "uplink", "bin_s": 0.1}
+
+
+class ExperimentError(Exception):
+    """A failure to report as the run's reason (last stderr line)."""
+
+
+def load_config() -> dict[str, Any]:
+    path = Path(os.environ.get("TESTBED_CONFIG", "/testbed/config.json"))
+    config: dict[str, Any] = {}
+    if path.exists():
+        try:
+            config = json.loads(path.read_text())
+        except ValueError as e:
+            raise ExperimentError(f"run configuration {path} is not valid JSON: {e}") from e
+    env = os.environ
+    config.setdefault("interface", env.get("TESTBED_INTERFACE"))
+    config.setdefault("interface_address", env.get("TESTBED_INTERFACE_ADDRESS"))
+    config.setdefault("server_address", env.get("TESTBED_SERVER"))
+    params = {**DEFAULTS, **config.get("parameters", {})}
+    for name in DEFAULTS:
+        value = env.get(f"TESTBED_PARAM_{name.upper()}")
+        if value is not None and name not in config.get("parameters", {}):
+            params[name] = value
+    config["parameters"] = params
+    if not config.get("server_address"):
+        raise ExperimentError(
+            "no measurement server given (config server_address / TESTBED_SERVER)"
+        )
+    return config
+
+
+def iperf3_command(config: dict[str, Any], port: int) -> list[str]:
+    params = config["parameters"]
+    cmd = [
+        "iperf3", "-c", str(config["server_address"]), "-p", str(port),
+        "-J", "--get-server-output", "-i", "0.1",
+        "-t", str(float(params["duration_s"])),
+        "--connect-timeout", str(CONNECT_TIMEOUT_MS),
+    ]
+    if config.get("interface_address"):
+        cmd += ["-B", str(config["interface_address"])]
+    elif config.get("interface"):
+        cmd += ["--bind-dev", str(config["interface"])]
+    if params["direction"] == "downlink":
+        cmd.append("-R")
+    return cmd
+
+
+def run_iperf3(cmd: list[str], timeout_s: float) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise ExperimentError(f"iperf3 did not finish within {timeout_s:.0f} s") from e
+    except OSError as e:
+        raise ExperimentError(f"cannot start iperf3: {e}") from e
+    if proc.stderr:
+        sys.stderr.write(proc.stderr)
+    try:
+        raw = json.loads(proc.stdout)
+    except ValueError as e:
+        raise ExperimentError(
+            f"iperf3 exited {proc.returncode} without a JSON report: "
+            f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+        ) from e
+    if not isinstance(raw, dict):
+        raise ExperimentError("iperf3 report is not a JSON object")
+    return raw
+
+
+def measure(config: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Run iperf3 against the first port that is not busy; returns (raw report, port)."""
+    timeout_s = float(config["parameters"]["duration_s"]) + RUN_MARGIN_S
+    last_error = "no port tried"
+    for round_no in range(BUSY_ROUNDS):
+        if round_no:
+            time.sleep(BUSY_PAUSE_S)
+        for port in SERVER_PORTS:
+            cmd = iperf3_command(config, port)
+            print(f"tat: {' '.join(cmd)}", file=sys.stderr)
+            raw = run_iperf3(cmd, timeout_s)
+            err = iperf3_error(raw)
+            if err is None:
+                return raw, port
+            last_error = f"{config['server_address']}:{port}: {err}"
+            if is_busy(raw) or "refused" in err.lower():
+                print(f"tat: {last_error}; trying the next port", file=sys.stderr)
+                continue
+            Path(results_dir(), "iperf3.json").write_text(json.dumps(raw, indent=1))
+            raise ExperimentError(f"iperf3 failed against {last_error}")
+    raise ExperimentError(f"no free iperf3 port on the measurement server ({last_error})")
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get("TESTBED_RESULTS", "/results"))
+
+
+def main() -> int:
+    try:
+        out = results_dir()
+        out.mkdir(parents=True, exist_ok=True)
+        config = load_config()
+        params = config["parameters"]
+        raw, port = measure(config)
+        (out / "iperf3.json").write_text(json.dumps(raw, indent=1))
+        result = parse_iperf3(
+            raw,
+            direction=str(params["direction"]),
+            interface=str(config.get("interface") or ""),
+            server=str(config["server_address"]),
+            port=port,
+            bin_s=float(params["bin_s"]),
+        )
+        (out / "tat.json").write_text(json.dumps(result, indent=1))
+    except (ExperimentError, Iperf3OutputError, ValueError, OSError) as e:
+        print(f"tat failed: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"tat: {result['direction']} {result['mean_bps'] / 1e6:.2f} Mbit/s receiver mean, "
+        f"{result['bytes']} bytes in {result['duration_s']:.1f} s, {len(result['bins'])} bins",
+        file=sys.stderr,
+    )
+    print(json.dumps({k: result[k] for k in ("direction", "mean_bps", "bytes", "port")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""The agent's loops: heartbeat, execute, send.
+
+Three threads share one small state (the assignment book and the run in progress):
+
+- heartbeat (the caller's thread): register, then heartbeat every interval the
+  orchestrator asks for; new assignments go into the book, cancellations stop runs;
+- executor: starts the earliest due assignment, one at a time, and turns its outcome
+  into state reports (outbox) and a result bundle (spool);
+- sender: delivers state reports in order, then uploads bundles whose reports are out.
+
+When the orchestrator is unreachable the heartbeat keeps trying, the executor keeps
+running what the book holds, and the sender keeps reports and bundles on disk until it
+returns ("offline nodes keep measuring what they already hold and upload later").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from node_agent import __version__
+from node_agent.assignments import AssignmentBook, load_book, save_book
+from node_agent.backoff import Backoff
+from node_agent.client import OrchestratorClient
+from node_agent.clock import clock_offset_s
+from node_agent.config import AgentConfig
+from node_agent.errors import (
+    AgentError,
+    NotFound,
+    OrchestratorUnreachable,
+    ProtocolError,
+    Rejected,
+    RunFinal,
+    RunnerError,
+    Unauthorized,
+)
+from node_agent.interfaces import CounterSource, interface_address, snapshot
+from node_agent.metadata.sampler import MetadataSampler
+from node_agent.outbox import Outbox
+from node_agent.runner import DockerRunner, RunOutcome, StopRequest, build_spec, utcnow
+from node_agent.spool import Spool
+from node_agent.uploader import upload
+from testbed_common.bundle import build_bundle
+from testbed_common.states import RunState
+from testbed_common.wire import Assignment, Heartbeat, Registration, StateReport
+
+log = logging.getLogger(__name__)
+
+RESTART_LOST = "agent restarted during the run; experiment lost"
+#: How long the sender waits between passes when nothing wakes it, seconds.
+SENDER_IDLE_S = 10.0
+#: Longest sleep of the executor while waiting for the next slot, seconds.
+EXECUTOR_IDLE_S = 5.0
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        client: OrchestratorClient,
+        runner: DockerRunner,
+        counters: CounterSource,
+        clock: Callable[[], datetime] = utcnow,
+        metadata: MetadataSampler | None = None,
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.client = client
+        self.runner = runner
+        self.counters = counters
+        self.clock = clock
+        state = config.state_dir
+        self.outbox = Outbox(state / "outbox")
+        self.spool = Spool(state / "spool")
+        self.work_dir = state / "work"
+        self.book_path = state / "assignments.json"
+        self.book: AssignmentBook = load_book(self.book_path)
+        self.heartbeat_interval_s = config.heartbeat_interval_s
+        self.clock_offset_s: float | None = None
+        self._lock = threading.Lock()  # book, _current, _final_on_server
+        self._send_lock = threading.Lock()  # one sender pass at a time
+        self._current: tuple[str, StopRequest] | None = None
+        self._final_on_server: set[str] = set()
+        self._stopping = threading.Event()
+        self._wake_executor = threading.Event()
+        self._wake_sender = threading.Event()
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until :meth:`stop`; returns after a last attempt to send what is pending."""
+        removed = self.runner.remove_leftovers()
+        if removed:
+            log.warning("removed containers of an earlier agent life: %s", ", ".join(removed))
+        executor = threading.Thread(target=self._executor_loop, name="executor", daemon=True)
+        sender = threading.Thread(target=self._sender_loop, name="sender", daemon=True)
+        executor.start()
+        sender.start()
+        try:
+            if self._register():
+                self._heartbeat_loop()
+        finally:
+            self._stopping.set()
+            self._wake_executor.set()
+            executor.join(timeout=60)
+            self._wake_sender.set()
+            sender.join(timeout=30)
+            self._send_pending()  # last chance: the executor may have just reported
+            log.info("agent stopped")
+
+    def stop(self, why: str) -> None:
+        log.info("stopping: %s", why)
+        with self._lock:
+            if self._current is not None:
+                self._current[1].set(
+                    RunState.FAILED, f"node agent stopped during the run ({why})"
+                )
+        self._stopping.set()
+        self._wake_executor.set()
+        self._wake_sender.set()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless stopping; True when the agent should go on."""
+        return not self._stopping.wait(max(0.0, seconds))
+
+    # -- heartbeat -----------------------------------------------------------------------
+
+    def held_run_ids(self) -> set[str]:
+        """Runs this agent still answers for (pending, running, or with data to send)."""
+        with self._lock:
+            held = set(self.book.pending_ids)
+            if self._current is not None:
+                held.add(self._current[0])
+        return held | self.outbox.run_ids() | self.spool.run_ids()
+
+    def _register(self) -> bool:
+        backoff = Backoff(max_s=self.config.max_backoff_s)
+        while not self._stopping.is_set():
+            body = Registration(
+                agent_version=__version__,
+                model=self.config.model,
+                architecture=self.config.architecture,
+                interfaces=snapshot(self.config, self.counters),
+            )
+            try:
+                reply = self.client.register(body)
+            except Unauthorized as e:
+                log.error(
+                    "registration refused: %s; retrying in %.0f s",
+                    e, self.config.unauthorized_retry_s,
+                )
+                if not self._sleep(self.config.unauthorized_retry_s):
+                    return False
+                continue
+            except Exception as e:  # AgentError, or a bug: never crash-loop fast
+                delay = backoff.next_delay()
+                log.warning("cannot register (%s); retrying in %.0f s", e, delay,
+                            exc_info=not isinstance(e, AgentError))
+                if not self._sleep(delay):
+                    return False
+                continue
+            self.heartbeat_interval_s = reply.heartbeat_interval_s
+            held = self.held_run_ids()
+            for run_id in reply.active_run_ids:
+                if run_id not in held:
+                    log.warning("run %s: %s", run_id, RESTART_LOST)
+                    self._report(run_id, RunState.FAILED, RESTART_LOST)
+            log.info(
+                "registered as %s (heartbeat every %.0f s)",
+                reply.node_id, reply.heartbeat_interval_s,
+            )
+            return True
+        return False
+
+    def _heartbeat_loop(self) -> None:
+        backoff = Backoff(max_s=self.config.max_backoff_s)
+        while not self._stopping.is_set():
+            with self._lock:
+                running = [self._current[0]] if self._current else []
+            sent_at = self.clock()
+            body = Heartbeat(
+                sent_at=sent_at,
+                interfaces=snapshot(self.config, self.counters),
+                clock_offset_s=self.clock_offset_s,
+                disk_free_bytes=shutil.disk_usage(self.config.state_dir).free,
+                running_run_ids=running,
+                spooled_bundles=len(self.spool),
+            )
+            try:
+                reply = self.client.heartbeat(body)
+            except Unauthorized as e:
+                log.error("heartbeat refused: %s; registering again", e)
+                if not self._register():
+                    return
+                continue
+            except Exception as e:  # AgentError, or a bug: keep measuring, retry paced
+                delay = min(backoff.next_delay(), self.heartbeat_interval_s)
+                log.warning("heartbeat failed (%s); next try in %.0f s", e, delay,
+                            exc_info=not isinstance(e, AgentError))
+                self._sleep(delay)
+                continue
+            backoff.reset()
+            self.clock_offset_s = clock_offset_s(
+                sent_at=sent_at, received_at=self.clock(), server_time=reply.server_time
+            )
+            self.heartbeat_interval_s = reply.heartbeat_interval_s
+            self._take_orders(reply.assignments, reply.cancel_run_ids)
+            self._sleep(self.heartbeat_interval_s)
+
+    def _take_orders(self, assignments: list[Assignment], cancel_run_ids: list[str]) -> None:
+        with self._lock:
+            for a in self.book.offer(assignments):
+                log.info(
+                    "run %s: assigned (%s on %s, from %s)",
+                    a.run_id, a.experiment, a.interface, a.not_before.isoformat(),
+                )
+            for run_id in cancel_run_ids:
+                if self.book.cancel(run_id) is not None:
+                    log.info("run %s: cancelled before it started", run_id)
+                if self._current is not None and self._current[0] == run_id:
+                    self._current[1].set(RunState.CANCELLED, "cancelled by the orchestrator")
+            save_book(self.book, self.book_path)
+        self._wake_executor.set()
+
+    # -- executor ------------------------------------------------------------------------
+
+    def _executor_loop(self) -> None:
+        while not self._stopping.is_set():
+            now = self.clock()
+            with self._lock:
+                for missed in self.book.missed(now):
+                    self.book.take(missed.run_id)
+                    self._report(
+                        missed.run_id, RunState.FAILED,
+                        f"the node could not start the run before its deadline "
+                        f"({missed.deadline.isoformat()})",
+                    )
+                due = self.book.next_due(now)
+                wait = self.book.seconds_until_next(now)
+                if due is not None:
+                    self.book.take(due.run_id)
+                    stop = StopRequest()
+                    self._current = (due.run_id, stop)
+                save_book(self.book, self.book_path)
+            if due is None:
+                self._wake_executor.wait(min(wait if wait is not None else 1e9, EXECUTOR_IDLE_S))
+                self._wake_executor.clear()
+                continue
+            try:
+                self.execute(due, stop)
+            except Exception as e:  # one broken run must not stop the node measuring
+                log.exception("run %s: unexpected error", due.run_id)
+                self._report(due.run_id, RunState.FAILED,
+                             f"node agent error while running it: {type(e).__name__}: {e}")
+            finally:
+                with self._lock:
+                    self._current = None
+            self._wake_sender.set()
+
+    def execute(self, a: Assignment, stop: StopRequest) -> RunOutcome:
+        """Deploy, run, report and bundle one assignment."""
+        run_id = a.run_id
+        self._report(run_id, RunState.DEPLOYING, f"deploying {a.image} on {a.interface}")
+        try:
+            spec = build_spec(
+                a, self.config, interface_address=interface_address(self.config, a.interface)
+            )
+        except RunnerError as e:
+            self._report(run_id, RunState.FAILED, str(e))
+            return RunOutcome(RunState.FAILED, str(e))
+        run_dir = self.work_dir / run_id
+        shutil.rmtree(run_dir, ignore_errors=True)
+        # Modem/GPS samples of the run's span go to run_dir/meta/ beside run.json.
+        recording = (self.metadata.recording(run_dir) if self.metadata is not None
+                     else contextlib.nullcontext())
+        with recording:
+            outcome = self.runner.run(
+                spec,
+                run_dir,
+                on_running=lambda: self._report(
+                    run_id, RunState.RUNNING, f"experiment container started on {a.interface}"
+                ),
+                stop=stop,
+            )
+        log.info("run %s: %s (%s)", run_id, outcome.state, outcome.reason)
+        with self._lock:
+            final_here = run_id in self._final_on_server
+        if not final_here:
+            # The bytes metered on the interface settle the run's quota reservation;
+            # None when the container never started (nothing was metered).
+            measured = outcome.bytes_used if outcome.started_at is not None else None
+            self._report(run_id, outcome.state, outcome.reason, measured_bytes=measured)
+        self._bundle(run_id, run_dir, outcome)
+        return outcome
+
+    def _bundle(self, run_id: str, run_dir: Path, outcome: RunOutcome) -> None:
+        data = build_bundle(
+            run_dir,
+            run_id=run_id,
+            node_id=self.config.node_id,
+            extra={"state": str(outcome.state), "agent_version": __version__},
+        )
+        item = self.spool.put(run_id, data)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        log.info("run %s: bundle of %d bytes spooled", run_id, item.size)
+
+    def _report(self, run_id: str, state: RunState, reason: str, *,
+                measured_bytes: int | None = None) -> None:
+        self.outbox.put(run_id, StateReport(state=state, reason=reason[:2000], at=self.clock(),
+                                            measured_bytes=measured_bytes))
+        self._wake_sender.set()
+
+    # -- sender --------------------------------------------------------------------------
+
+    def _sender_loop(self) -> None:
+        backoff = Backoff(max_s=self.config.max_backoff_s)
+        while not self._stopping.is_set():
+            self._wake_sender.clear()
+            if self._send_pending():
+                backoff.reset()
+                self._wake_sender.wait(SENDER_IDLE_S)
+            else:
+                self._wake_sender.wait(backoff.next_delay())
+
+    def _send_pending(self) -> bool:
+        """One pass over the outbox, then the spool; False when the orchestrator is away."""
+        with self._send_lock:
+            try:
+                self._flush_outbox()
+                waiting = self.outbox.run_ids()
+                for item in self.spool.pending():
+                    if item.run_id in waiting:
+                        continue  # its state reports go first
+                    upload(self.client, self.spool, item, chunk_bytes=self.config.chunk_bytes)
+            except (OrchestratorUnreachable, Unauthorized, ProtocolError) as e:
+                log.warning("cannot send to the orchestrator now (%s); will retry", e)
+                return False
+            except Exception:  # a bug must not stop uploads for good: retry, paced
+                log.exception("unexpected error while sending; will retry")
+                return False
+            return True
+
+    def _flush_outbox(self) -> None:
+        for item in self.outbox.pending():
+            try:
+                self.client.report_state(item.run_id, item.report)
+            except RunFinal as e:
+                log.warning("%s; not reporting it again", e)
+                self.outbox.drop_run(item.run_id)
+                self._run_final_on_server(item.run_id)
+                continue
+            except (NotFound, Rejected) as e:
+                log.error("run %s: state report %s refused: %s", item.run_id,
+                          item.report.state, e)
+            self.outbox.remove(item)
+
+    def _run_final_on_server(self, run_id: str) -> None:
+        with self._lock:
+            self._final_on_server.add(run_id)
+            del_current = self._current is not None and self._current[0] == run_id
+            if del_current and self._current is not None:
+                self._current[1].set(
+                    RunState.FAILED, "run is already final on the orchestrator; stopped"
+                )
+            self.book.cancel(run_id)

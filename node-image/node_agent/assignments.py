@@ -1,0 +1,104 @@
+"""The node's book of assignments: which run to start next, and which it already knows.
+
+Pure bookkeeping (the orchestrator re-sends assignments until it sees them started, so
+the book de-duplicates); :func:`save_book`/:func:`load_book` persist it in the state
+directory, so prefetched runs survive an agent restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from testbed_common.wire import Assignment
+
+#: How many started/finished run ids are remembered to refuse re-sent assignments.
+REMEMBERED_RUNS = 1000
+
+
+class AssignmentBook:
+    def __init__(
+        self, pending: Iterable[Assignment] = (), seen: Iterable[str] = ()
+    ) -> None:
+        self._pending: dict[str, Assignment] = {a.run_id: a for a in pending}
+        self._seen: list[str] = list(seen)[-REMEMBERED_RUNS:]
+
+    def offer(self, assignments: Iterable[Assignment]) -> list[Assignment]:
+        """Add assignments not yet known; returns the ones that are new."""
+        added = []
+        for a in assignments:
+            if a.run_id in self._pending or a.run_id in self._seen:
+                continue
+            self._pending[a.run_id] = a
+            added.append(a)
+        return added
+
+    def cancel(self, run_id: str) -> Assignment | None:
+        """Drop a pending run; returns it if it was pending."""
+        a = self._pending.pop(run_id, None)
+        if a is not None:
+            self._remember(run_id)
+        return a
+
+    def take(self, run_id: str) -> Assignment:
+        """Mark a pending run as started (it leaves the book and is remembered)."""
+        a = self._pending.pop(run_id)
+        self._remember(run_id)
+        return a
+
+    def next_due(self, now: datetime) -> Assignment | None:
+        """The earliest run whose slot has begun, if any."""
+        due = [a for a in self._pending.values() if a.not_before <= now]
+        return min(due, key=lambda a: (a.not_before, a.run_id)) if due else None
+
+    def seconds_until_next(self, now: datetime) -> float | None:
+        if not self._pending:
+            return None
+        first = min(a.not_before for a in self._pending.values())
+        return max(0.0, (first - now).total_seconds())
+
+    def missed(self, now: datetime) -> list[Assignment]:
+        """Pending runs whose deadline has passed before they could start."""
+        return [a for a in self._pending.values() if a.deadline <= now]
+
+    @property
+    def pending_ids(self) -> list[str]:
+        return sorted(self._pending)
+
+    def knows(self, run_id: str) -> bool:
+        return run_id in self._pending or run_id in self._seen
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pending": [a.model_dump(mode="json") for a in self._pending.values()],
+            "seen": self._seen,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AssignmentBook:
+        return cls(
+            pending=(Assignment.model_validate(a) for a in data.get("pending", [])),
+            seen=(str(s) for s in data.get("seen", [])),
+        )
+
+    def _remember(self, run_id: str) -> None:
+        self._seen.append(run_id)
+        del self._seen[:-REMEMBERED_RUNS]
+
+
+def save_book(book: AssignmentBook, path: Path) -> None:
+    """Write atomically (temp file + rename): a crash leaves the old or the new book."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(book.to_json(), indent=1))
+    os.replace(tmp, path)
+
+
+def load_book(path: Path) -> AssignmentBook:
+    if not path.exists():
+        return AssignmentBook()
+    return AssignmentBook.from_json(json.loads(path.read_text()))

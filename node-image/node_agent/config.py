@@ -1,0 +1,148 @@
+"""Agent configuration: a YAML file (``TESTBED_AGENT_CONFIG``, default
+/etc/testbed/agent.yaml) plus the environment (``TESTBED_NODE_TOKEN``, and
+``TESTBED_ORCHESTRATOR_URL`` to override the file's URL). Built once by ``main`` and
+passed in; nothing is read at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from node_agent.errors import ConfigError
+from testbed_common.wire import Operator
+
+DEFAULT_CONFIG_PATH = Path("/etc/testbed/agent.yaml")
+#: The token is a secret: never in the YAML file that Ansible templates and people read.
+TOKEN_ENV = "TESTBED_NODE_TOKEN"
+CONFIG_ENV = "TESTBED_AGENT_CONFIG"
+URL_ENV = "TESTBED_ORCHESTRATOR_URL"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModemMetadataConfig(_Strict):
+    """Where an interface's modem metadata comes from: ``auto`` reads linkem's state
+    file when it exists (the emulated fleet) and nothing otherwise; ``linkem`` requires
+    it; ``mmcli`` asks ModemManager; ``none`` samples nothing."""
+
+    source: Literal["auto", "linkem", "mmcli", "none"] = "auto"
+    #: linkem state file; ``{interface}`` is replaced by the interface name.
+    linkem_state: str = "/run/linkem/{interface}.json"
+    #: ModemManager modem (index or D-Bus path); by default the one whose net port is
+    #: the interface.
+    mmcli_modem: str | None = None
+
+
+class GpsConfig(_Strict):
+    source: Literal["gpsd"] = "gpsd"
+    host: str = "127.0.0.1"
+    port: int = Field(2947, gt=0, le=65535)
+    timeout_s: float = Field(3.0, gt=0)
+
+
+class InterfaceConfig(_Strict):
+    """One modem interface of the node and the measurement server reached through it."""
+
+    name: str = Field(min_length=1, examples=["op0"])
+    operator: Operator
+    rat: str | None = None
+    #: Measurement server reachable through this interface (``$TESTBED_SERVER``).
+    server_address: str
+    #: Fixed address of the interface; read from the kernel when absent.
+    address: str | None = None
+    metadata: ModemMetadataConfig = ModemMetadataConfig()
+
+
+class CaptureConfig(_Strict):
+    """Packet capture of every run's interface (tcpdump; see node_agent.capture)."""
+
+    enabled: bool = True
+    #: Bytes kept of each packet: 96 is headers only (Ethernet + IP + TCP with options).
+    snaplen: int = Field(96, gt=0, le=262144)
+    #: Largest capture file, bytes: tcpdump is stopped once the file reaches it (the
+    #: run goes on; meta/capture.json says truncated_at_max_bytes).
+    max_bytes: int = Field(200_000_000, gt=0)
+
+
+class AgentConfig(_Strict):
+    node_id: str = Field(min_length=1)  # informational; the token identifies the node
+    orchestrator_url: str = Field(pattern=r"^https?://")
+    token: str = Field(min_length=1, repr=False)
+    model: str = "unknown"
+    architecture: str = "unknown"
+    #: Spool, outbox and run scratch; must survive restarts (a volume).
+    state_dir: Path = Path("/var/lib/testbed-agent")
+    #: Container whose network namespace experiments join (``--net=container:...``).
+    netns_container: str
+    interfaces: tuple[InterfaceConfig, ...] = Field(min_length=1)
+    #: Where interface byte counters are read: ``sysfs`` when the agent shares the node's
+    #: network namespace (/sys/class/net), ``netns_container`` to read
+    #: /proc/<pid>/net/dev of that container (the agent then needs the host PID namespace).
+    counters_from: Literal["sysfs", "netns_container"] = "sysfs"
+    sysfs_net: Path = Path("/sys/class/net")
+    #: Heartbeat period until the orchestrator's reply sets it, seconds (MONROE: 60 s).
+    heartbeat_interval_s: float = Field(60.0, gt=0)
+    #: Per-request HTTP timeout, seconds; a chunk of 1 MiB on a 1 Mbit/s 3G uplink is 8 s.
+    request_timeout_s: float = Field(30.0, gt=0)
+    #: Upload chunk size, bytes (the orchestrator accepts up to 16 MiB).
+    chunk_bytes: int = Field(1024 * 1024, gt=0)
+    #: How often running experiments' byte counters are read, seconds.
+    meter_interval_s: float = Field(0.5, gt=0)
+    #: Longest pause between retries while the orchestrator is unreachable, seconds.
+    max_backoff_s: float = Field(60.0, gt=0)
+    #: Pause between registrations refused with 401 (a wrong token stays wrong), seconds.
+    unauthorized_retry_s: float = Field(300.0, gt=0)
+    #: Add NET_RAW to experiment containers (ping, raw-socket probes, pcaps).
+    experiment_net_raw: bool = True
+    #: Modem (and GPS) metadata sampling period, seconds.
+    metadata_interval_s: float = Field(5.0, gt=0)
+    #: Loopback port of the live metadata server for experiments; 0 turns it off.
+    metadata_port: int = Field(8765, ge=0, le=65535)
+    #: GPS receiver, when the node has one.
+    gps: GpsConfig | None = None
+    #: tcpdump of the run's interface into results/capture/<iface>.pcap.
+    capture: CaptureConfig = CaptureConfig()
+
+    def interface(self, name: str) -> InterfaceConfig | None:
+        return next((i for i in self.interfaces if i.name == name), None)
+
+
+def load_config(env: Mapping[str, str] | None = None) -> AgentConfig:
+    """Read the YAML file named by the environment and merge the environment into it."""
+    env = os.environ if env is None else env
+    path = Path(env.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read agent config {path}: {e} (set {CONFIG_ENV})") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"agent config {path} is not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"agent config {path} must be a mapping")
+    return parse_config(raw, env, source=str(path))
+
+
+def parse_config(
+    raw: Mapping[str, object], env: Mapping[str, str], *, source: str = "<config>"
+) -> AgentConfig:
+    data = dict(raw)
+    if "token" in data:
+        raise ConfigError(f"{source}: put the node token in {TOKEN_ENV}, not in the file")
+    token = env.get(TOKEN_ENV, "")
+    if not token:
+        raise ConfigError(f"{TOKEN_ENV} is not set: the agent needs its node token")
+    data["token"] = token
+    if env.get(URL_ENV):
+        data["orchestrator_url"] = env[URL_ENV]
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"{source}: invalid agent config:\n{e}") from e

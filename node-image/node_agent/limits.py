@@ -1,0 +1,49 @@
+"""What the agent enforces on a running experiment (pure decisions, no I/O).
+
+MONROE checked quotas once a minute and killed with ``kill -9``; here the runner reads
+the interface counters every 0.5 s and asks :func:`verdict` whether to stop, so a run
+overshoots its reservation by at most half a second of traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from node_agent.interfaces import Counters
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Bytes moved on the run's interface since the run started (both directions)."""
+
+    baseline: Counters
+    current: Counters
+
+    @property
+    def bytes(self) -> int:
+        rx = self.current.rx_bytes - self.baseline.rx_bytes
+        tx = self.current.tx_bytes - self.baseline.tx_bytes
+        # A counter that went backwards was reset (interface re-created): count from 0.
+        return (rx if rx >= 0 else self.current.rx_bytes) + (
+            tx if tx >= 0 else self.current.tx_bytes
+        )
+
+
+def verdict(*, now: datetime, deadline: datetime, used_bytes: int, max_bytes: int) -> str | None:
+    """The reason to kill the run now, or None to let it go on."""
+    if used_bytes > max_bytes:
+        return f"traffic reservation exceeded: used {used_bytes} of {max_bytes} bytes"
+    if now >= deadline:
+        return f"exceeded its time slot (deadline {deadline.isoformat()})"
+    return None
+
+
+def exit_reason(exit_code: int, stderr: str) -> str:
+    """Reason for a run whose experiment exited on its own with ``exit_code``."""
+    if exit_code == 0:
+        return "experiment finished; uploading its results"
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    reason = f"experiment exited with code {exit_code}"
+    # StateReport.reason is at most 2000 characters.
+    return f"{reason}: {last[:1800]}" if last else f"{reason} (no stderr)"

@@ -1,0 +1,118 @@
+"""GPS metadata from gpsd: its JSON TPV reports as :class:`GpsSample`.
+
+The parser is pure; :class:`GpsdReader` connects to gpsd (TCP 2947), enables JSON
+watching and returns the first TPV report, with a timeout on every step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from node_agent.metadata.modem import MetadataError
+
+WATCH = b'?WATCH={"enable":true,"json":true}\n'
+#: gpsd's TPV ``mode``: 0 unknown, 1 no fix, 2 2D, 3 3D.
+FIX_MODES = {0: "unknown", 1: "none", 2: "2d", 3: "3d"}
+
+
+@dataclass(frozen=True)
+class GpsSample:
+    time: datetime
+    lat: float | None
+    lon: float | None
+    alt: float | None  # metres above mean sea level
+    speed: float | None  # m/s
+    fix: str  # unknown / none / 2d / 3d
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["time"] = self.time.isoformat()
+        return doc
+
+
+class GpsReader(Protocol):
+    def read(self) -> GpsSample | None:
+        """The current position; None when the receiver has none to give."""
+        ...
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
+def parse_tpv(report: Mapping[str, Any], *, received: datetime) -> GpsSample | None:
+    """A gpsd report as a sample; None unless it is a TPV (pure). Without a fix the
+    sample has no position; its time is the fix's, or ``received`` when it has none."""
+    if report.get("class") != "TPV":
+        return None
+    mode = int(report.get("mode", 0) or 0)
+    fix = FIX_MODES.get(mode, "unknown")
+    when = received
+    if isinstance(report.get("time"), str):
+        with contextlib.suppress(ValueError):
+            when = datetime.fromisoformat(report["time"].replace("Z", "+00:00"))
+    has_fix = mode >= 2
+    alt = _num(report.get("altMSL", report.get("alt"))) if mode >= 3 else None
+    return GpsSample(
+        time=when,
+        lat=_num(report.get("lat")) if has_fix else None,
+        lon=_num(report.get("lon")) if has_fix else None,
+        alt=alt,
+        speed=_num(report.get("speed")) if has_fix else None,
+        fix=fix,
+    )
+
+
+def parse_gpsd_lines(data: bytes, *, received: datetime) -> GpsSample | None:
+    """The last TPV report in a stream of gpsd JSON lines (pure)."""
+    last = None
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            report = json.loads(line)
+        except ValueError:
+            continue  # a partial line at the end of a read
+        if isinstance(report, dict):
+            sample = parse_tpv(report, received=received)
+            if sample is not None:
+                last = sample
+    return last
+
+
+class GpsdReader:
+    def __init__(self, host: str = "127.0.0.1", port: int = 2947,
+                 timeout_s: float = 3.0) -> None:
+        self.host, self.port, self.timeout_s = host, port, timeout_s
+
+    def read(self) -> GpsSample | None:
+        where = f"gpsd at {self.host}:{self.port}"
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            with socket.create_connection((self.host, self.port), timeout=self.timeout_s) as s:
+                s.sendall(WATCH)
+                buf = b""
+                while time.monotonic() < deadline:
+                    s.settimeout(max(0.05, deadline - time.monotonic()))
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise MetadataError(f"{where} closed the connection before a TPV")
+                    buf += chunk
+                    complete, _, buf_tail = buf.rpartition(b"\n")
+                    sample = parse_gpsd_lines(complete, received=datetime.now(UTC))
+                    if sample is not None:
+                        return sample
+                    buf = buf_tail
+        except TimeoutError as e:
+            raise MetadataError(f"{where} sent no TPV report in {self.timeout_s:.0f} s") from e
+        except OSError as e:
+            raise MetadataError(f"cannot reach {where}: {e}") from e
+        raise MetadataError(f"{where} sent no TPV report in {self.timeout_s:.0f} s")

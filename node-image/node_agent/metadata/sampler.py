@@ -1,0 +1,168 @@
+"""The metadata sampler: reads every modem (and the GPS) every ``interval_s`` in its
+own thread, keeps the latest sample of each, and while a run is recording appends every
+sample to the run's ``meta/modem.jsonl`` (and ``meta/gps.jsonl`` when a GPS source is
+configured). A run's recording starts and ends with a sample, so the files cover its
+span even when it is shorter than the interval.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from node_agent.config import AgentConfig
+from node_agent.metadata.gps import GpsdReader, GpsReader, GpsSample
+from node_agent.metadata.modem import (
+    LinkemModemReader,
+    MetadataError,
+    MmcliModemReader,
+    ModemReader,
+    ModemSample,
+)
+
+log = logging.getLogger(__name__)
+
+MODEM_FILE = "modem.jsonl"
+GPS_FILE = "gps.jsonl"
+
+
+class _RequiredLinkem(LinkemModemReader):
+    """linkem chosen explicitly: a missing state file is an error worth a log line."""
+
+    def read(self, interface: str) -> ModemSample | None:
+        sample = super().read(interface)
+        if sample is None:
+            raise MetadataError(f"linkem state {self.path(interface)} does not exist")
+        return sample
+
+
+def readers_from_config(config: AgentConfig) -> dict[str, ModemReader]:
+    """Each interface's modem reader: ``auto`` reads linkem's state when the file
+    exists (and gives nothing otherwise), ``linkem`` requires it, ``mmcli`` asks
+    ModemManager, ``none`` reads nothing."""
+    readers: dict[str, ModemReader] = {}
+    for iface in config.interfaces:
+        m = iface.metadata
+        if m.source == "auto":
+            readers[iface.name] = LinkemModemReader(m.linkem_state)
+        elif m.source == "linkem":
+            readers[iface.name] = _RequiredLinkem(m.linkem_state)
+        elif m.source == "mmcli":
+            readers[iface.name] = MmcliModemReader(modem=m.mmcli_modem)
+    return readers
+
+
+def gps_from_config(config: AgentConfig) -> GpsReader | None:
+    g = config.gps
+    if g is None:
+        return None
+    return GpsdReader(g.host, g.port, timeout_s=g.timeout_s)
+
+
+class MetadataSampler:
+    def __init__(self, modems: Mapping[str, ModemReader], gps: GpsReader | None = None, *,
+                 interval_s: float = 5.0) -> None:
+        self.modems = dict(modems)
+        self.gps = gps
+        self.interval_s = interval_s
+        self._lock = threading.Lock()  # latest values and the recording directory
+        self._latest_modem: dict[str, ModemSample] = {}
+        self._latest_gps: GpsSample | None = None
+        self._record_dir: Path | None = None
+        self._errors: dict[str, str] = {}  # last error per source, logged once
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- latest values -----------------------------------------------------------------------
+
+    def latest_modems(self) -> dict[str, ModemSample]:
+        with self._lock:
+            return dict(self._latest_modem)
+
+    def latest_gps(self) -> GpsSample | None:
+        with self._lock:
+            return self._latest_gps
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def sample_once(self) -> None:
+        """Read every source once; errors are logged (once until they change)."""
+        for name, reader in self.modems.items():
+            modem = self._read(f"modem {name}", functools.partial(reader.read, name))
+            if modem is not None:
+                with self._lock:
+                    self._latest_modem[name] = modem
+                    self._append(MODEM_FILE, modem.to_json())
+        if self.gps is not None:
+            fix = self._read("gps", self.gps.read)
+            if fix is not None:
+                with self._lock:
+                    self._latest_gps = fix
+                    self._append(GPS_FILE, fix.to_json())
+
+    def _read(self, what: str, read: Callable[[], Any]) -> Any:
+        try:
+            value = read()
+        except MetadataError as e:
+            if self._errors.get(what) != str(e):
+                log.warning("%s: %s", what, e)
+            self._errors[what] = str(e)
+            return None
+        except Exception:  # a bug in a reader must not stop the sampler
+            log.exception("%s: unexpected error while reading", what)
+            return None
+        if self._errors.pop(what, None) is not None:
+            log.info("%s: readable again", what)
+        return value
+
+    def _append(self, name: str, doc: dict[str, Any]) -> None:
+        if self._record_dir is None:
+            return
+        try:
+            self._record_dir.mkdir(parents=True, exist_ok=True)
+            with (self._record_dir / name).open("a") as f:
+                f.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        except OSError as e:
+            log.warning("cannot record metadata into %s: %s", self._record_dir, e)
+
+    # -- runs --------------------------------------------------------------------------------
+
+    @contextmanager
+    def recording(self, run_dir: Path) -> Iterator[None]:
+        """Record every sample into ``run_dir/meta/`` while the block runs."""
+        with self._lock:
+            self._record_dir = run_dir / "meta"
+        self.sample_once()
+        try:
+            yield
+        finally:
+            self.sample_once()
+            with self._lock:
+                self._record_dir = None
+
+    # -- thread ------------------------------------------------------------------------------
+
+    def run_forever(self, wait: Callable[[float], bool] | None = None) -> None:
+        """Sample now and then every interval until ``wait`` returns True (stop)."""
+        wait = wait or self._stop.wait
+        while True:
+            self.sample_once()
+            if wait(self.interval_s):
+                return
+
+    def start(self) -> None:
+        if not self.modems and self.gps is None:
+            return
+        self._thread = threading.Thread(target=self.run_forever, name="metadata", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

@@ -1,0 +1,498 @@
+"""Run one experiment container with the local Docker engine, and enforce its limits.
+
+The container joins the node's network namespace (``--net=container:<node>``, as
+MONROE's no-op namespace container), gets its run configuration as a read-only
+/testbed/config.json put in before it starts, and writes into /results, which is
+copied out after it exits (so nothing on the host is bind-mounted into experiments).
+While it runs, the interface counters are read every ``meter_interval_s`` and the
+container is killed at its data-volume reservation or its deadline. The outcome and
+the run directory (results/, logs/, meta/run.json) are what the bundle is built from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import re
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from node_agent import __version__
+from node_agent.capture import RunningCapture, capture_member, disabled_document
+from node_agent.config import AgentConfig, CaptureConfig
+from node_agent.errors import RunnerError
+from node_agent.interfaces import Counters, CounterSource, InterfaceMissing
+from node_agent.limits import Usage, exit_reason, verdict
+from testbed_common.bundle import BundleError, safe_extract
+from testbed_common.states import RunState
+from testbed_common.wire import Assignment, Operator
+
+log = logging.getLogger(__name__)
+
+LABEL_RUN = "testbed.run"
+LABEL_NODE = "testbed.node"
+CONFIG_PATH = "/testbed/config.json"
+RESULTS_PATH = "/results"
+#: Seconds Docker waits after SIGTERM before SIGKILL when the agent stops a container.
+#: Limits are hard: a run over its reservation or slot gets SIGKILL at once.
+STOP_GRACE_S = 0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything the container gets (the experiment contract's config.json)."""
+
+    run_id: str
+    experiment: str
+    image: str
+    node_id: str
+    netns_container: str
+    interface: str
+    interface_address: str | None
+    operator: Operator
+    server_address: str
+    parameters: dict[str, Any]
+    deadline: datetime
+    max_bytes: int
+    #: Live metadata server for the experiment (``$TESTBED_METADATA_URL``), when on.
+    metadata_url: str | None = None
+
+    def config_json(self) -> dict[str, Any]:
+        return {
+            "format": "testbed.run-config",
+            "version": 1,
+            "run_id": self.run_id,
+            "experiment": self.experiment,
+            "node_id": self.node_id,
+            "interface": self.interface,
+            "interface_address": self.interface_address,
+            "operator": self.operator.model_dump(mode="json"),
+            "server_address": self.server_address,
+            "parameters": self.parameters,
+            "deadline": self.deadline.isoformat(),
+            "max_bytes": self.max_bytes,
+        }
+
+    def environment(self) -> dict[str, str]:
+        env = {
+            "TESTBED_CONFIG": CONFIG_PATH,
+            "TESTBED_RESULTS": RESULTS_PATH,
+            "TESTBED_RUN_ID": self.run_id,
+            "TESTBED_INTERFACE": self.interface,
+            "TESTBED_INTERFACE_ADDRESS": self.interface_address or "",
+            "TESTBED_SERVER": self.server_address,
+        }
+        if self.metadata_url:
+            env["TESTBED_METADATA_URL"] = self.metadata_url
+        for name, value in self.parameters.items():
+            key = "TESTBED_PARAM_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+            env[key] = value if isinstance(value, str) else json.dumps(value)
+        return env
+
+
+def build_spec(
+    assignment: Assignment, config: AgentConfig, *, interface_address: str | None
+) -> RunSpec:
+    """The run's spec from its assignment and the node's interface table (pure)."""
+    iface = config.interface(assignment.interface)
+    if iface is None:
+        configured = ", ".join(i.name for i in config.interfaces)
+        raise RunnerError(
+            f"interface {assignment.interface} is not configured on this node ({configured})"
+        )
+    return RunSpec(
+        run_id=assignment.run_id,
+        experiment=assignment.experiment,
+        image=assignment.image,
+        node_id=config.node_id,
+        netns_container=config.netns_container,
+        interface=iface.name,
+        interface_address=interface_address,
+        operator=iface.operator,
+        server_address=iface.server_address,
+        parameters=dict(assignment.parameters),
+        deadline=assignment.deadline,
+        max_bytes=assignment.max_bytes,
+        metadata_url=(f"http://127.0.0.1:{config.metadata_port}"
+                      if config.metadata_port else None),
+    )
+
+
+class StopRequest:
+    """A request to stop a run early, with the state and reason to report."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.state = RunState.CANCELLED
+        self.reason = ""
+
+    def set(self, state: RunState, reason: str) -> None:
+        if not self._event.is_set():
+            self.state, self.reason = state, reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    state: RunState  # UPLOADING (exit 0), FAILED or CANCELLED
+    reason: str
+    exit_code: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    bytes_used: int = 0
+    image_id: str | None = None
+    counters_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    counters_after: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _container_name(run_id: str) -> str:
+    return "testbed-run-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", run_id)
+
+
+def _config_tar(config: dict[str, Any]) -> bytes:
+    """A tar for put_archive at /: testbed/config.json (read-only) and results/."""
+    buf = io.BytesIO()
+    data = json.dumps(config, indent=2).encode()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, mode in (("testbed", 0o755), ("results", 0o777)):
+            d = tarfile.TarInfo(name)
+            d.type, d.mode, d.mtime = tarfile.DIRTYPE, mode, now
+            tar.addfile(d)
+        f = tarfile.TarInfo("testbed/config.json")
+        f.size, f.mode, f.mtime = len(data), 0o444, now
+        tar.addfile(f, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class DockerRunner:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        counters: CounterSource,
+        node_id: str,
+        interfaces: Sequence[str],
+        meter_interval_s: float = 0.5,
+        net_raw: bool = True,
+        clock: Callable[[], datetime] = utcnow,
+        capture: CaptureConfig | None = None,
+        capture_netns_pid: Callable[[], int] | None = None,
+    ) -> None:
+        """``capture``: tcpdump each run's interface (None or disabled: no capture);
+        ``capture_netns_pid``: when the agent is not in the node's network namespace,
+        the pid of a process that is (tcpdump is then run under nsenter)."""
+        self.docker = client
+        self.counters = counters
+        self.node_id = node_id
+        self.interfaces = tuple(interfaces)
+        self.meter_interval_s = meter_interval_s
+        self.net_raw = net_raw
+        self.clock = clock
+        self.capture = capture
+        self.capture_netns_pid = capture_netns_pid
+
+    # -- housekeeping --------------------------------------------------------------------
+
+    def remove_leftovers(self) -> list[str]:
+        """Remove containers this node's agent started in an earlier life."""
+        removed = []
+        try:
+            for c in self.docker.containers.list(
+                all=True, filters={"label": f"{LABEL_NODE}={self.node_id}"}
+            ):
+                removed.append(str(c.labels.get(LABEL_RUN, c.name)))
+                c.remove(force=True)
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"cannot clean up old experiment containers: {e}") from e
+        return removed
+
+    def _snapshot(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for name in self.interfaces:
+            try:
+                c = self.counters.read(name)
+            except InterfaceMissing:
+                continue
+            out[name] = {"rx_bytes": c.rx_bytes, "tx_bytes": c.tx_bytes}
+        return out
+
+    def _ensure_image(self, image: str) -> str:
+        try:
+            return str(self.docker.images.get(image).id)
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"cannot inspect image {image}: {e}") from e
+        try:
+            log.info("image %s not present; pulling", image)
+            return str(self.docker.images.pull(image).id)
+        except docker.errors.DockerException as e:
+            raise RunnerError(
+                f"image {image} not present on node and could not be pulled: {e}"
+            ) from e
+
+    # -- one run -------------------------------------------------------------------------
+
+    def run(
+        self,
+        spec: RunSpec,
+        run_dir: Path,
+        *,
+        on_running: Callable[[], None],
+        stop: StopRequest,
+    ) -> RunOutcome:
+        """Run ``spec`` to its end, writing results/, logs/ and meta/run.json to run_dir."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        before = self._snapshot()
+        image_id: str | None = None
+        container: Any = None
+        capture = self._new_capture(spec, run_dir)
+        try:
+            image_id = self._ensure_image(spec.image)
+            container = self._create(spec)
+            outcome = self._supervise(
+                spec, container, run_dir, on_running, stop, before, capture
+            )
+            outcome = replace(outcome, image_id=image_id)
+        except RunnerError as e:
+            outcome = RunOutcome(
+                RunState.FAILED, str(e), image_id=image_id, counters_before=before,
+                counters_after=self._snapshot(),
+            )
+        finally:
+            if container is not None:
+                try:
+                    container.remove(force=True)
+                except docker.errors.DockerException as e:
+                    log.warning("run %s: cannot remove its container: %s", spec.run_id, e)
+        self._finish_capture(spec, run_dir, capture)
+        self._write_meta(spec, run_dir, outcome)
+        return outcome
+
+    # -- packet capture ------------------------------------------------------------------
+
+    def _new_capture(self, spec: RunSpec, run_dir: Path) -> RunningCapture | None:
+        if self.capture is None or not self.capture.enabled:
+            return None
+        pid: int | None = None
+        if self.capture_netns_pid is not None:
+            try:
+                pid = self.capture_netns_pid()
+            except Exception as e:  # a capture problem must not fail the run
+                log.warning("run %s: cannot find the node's netns for capture: %s",
+                            spec.run_id, e)
+        # Written outside results/ while the run lasts (the container's /results is
+        # copied over results/ afterwards), moved into results/capture/ at the end.
+        return RunningCapture(
+            spec.interface, run_dir / "capture" / Path(capture_member(spec.interface)).name,
+            snaplen=self.capture.snaplen, max_bytes=self.capture.max_bytes, netns_pid=pid,
+        )
+
+    def _finish_capture(
+        self, spec: RunSpec, run_dir: Path, capture: RunningCapture | None
+    ) -> None:
+        """Stop tcpdump if still running, move its file to results/capture/<iface>.pcap
+        and write meta/capture.json; problems go to logs/agent.txt, never fail the run."""
+        meta = run_dir / "meta"
+        meta.mkdir(parents=True, exist_ok=True)
+        if capture is None:
+            doc = disabled_document(spec.interface)
+        else:
+            doc = dict(capture.stop())
+            member = capture_member(spec.interface)
+            if capture.path.exists():
+                target = run_dir / member
+                if target.exists():  # the experiment wrote a file of that name itself
+                    member = member.removesuffix(".pcap") + ".agent.pcap"
+                    target = run_dir / member
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    capture.path.replace(target)
+                    doc["file"] = member
+                    with contextlib.suppress(OSError):
+                        capture.path.parent.rmdir()
+                except OSError as e:
+                    doc["error"] = f"cannot move the capture into results/: {e}"
+            if doc.get("error"):
+                log.warning("run %s: capture: %s", spec.run_id, doc["error"])
+                logs = run_dir / "logs"
+                logs.mkdir(parents=True, exist_ok=True)
+                with (logs / "agent.txt").open("a") as f:
+                    f.write(f"packet capture: {doc['error']}\n")
+        (meta / "capture.json").write_text(json.dumps(doc, indent=2))
+
+    def _create(self, spec: RunSpec) -> Any:
+        name = _container_name(spec.run_id)
+        try:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.docker.containers.get(name).remove(force=True)
+            container = self.docker.containers.create(
+                spec.image,
+                name=name,
+                labels={LABEL_RUN: spec.run_id, LABEL_NODE: self.node_id},
+                network_mode=f"container:{spec.netns_container}",
+                environment=spec.environment(),
+                cap_add=["NET_RAW"] if self.net_raw else None,
+                detach=True,
+            )
+            container.put_archive("/", _config_tar(spec.config_json()))
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"node could not create the experiment container: {e}") from e
+        return container
+
+    def _supervise(
+        self,
+        spec: RunSpec,
+        container: Any,
+        run_dir: Path,
+        on_running: Callable[[], None],
+        stop: StopRequest,
+        before: dict[str, dict[str, int]],
+        capture: RunningCapture | None = None,
+    ) -> RunOutcome:
+        try:
+            baseline = self.counters.read(spec.interface)
+        except InterfaceMissing as e:
+            raise RunnerError(f"cannot meter the run's interface: {e}") from e
+        if capture is not None and not capture.start():
+            log.warning("run %s: no packet capture: %s", spec.run_id, capture.error)
+        try:
+            return self._start_and_watch(spec, container, run_dir, on_running, stop, before,
+                                         baseline, capture)
+        finally:
+            if capture is not None:
+                capture.stop()
+
+    def _start_and_watch(
+        self,
+        spec: RunSpec,
+        container: Any,
+        run_dir: Path,
+        on_running: Callable[[], None],
+        stop: StopRequest,
+        before: dict[str, dict[str, int]],
+        baseline: Counters,
+        capture: RunningCapture | None,
+    ) -> RunOutcome:
+        try:
+            container.start()
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"node could not start the experiment container: {e}") from e
+        started = self.clock()
+        on_running()
+        killed: tuple[RunState, str] | None = None
+        used = 0
+        try:
+            while True:
+                container.reload()
+                if container.status not in ("created", "running", "restarting"):
+                    break
+                try:
+                    current = self.counters.read(spec.interface)
+                except InterfaceMissing as e:
+                    current = baseline
+                    log.warning("run %s: %s", spec.run_id, e)
+                used = Usage(baseline, current).bytes
+                reason = verdict(
+                    now=self.clock(), deadline=spec.deadline, used_bytes=used,
+                    max_bytes=spec.max_bytes,
+                )
+                if reason is None and stop.is_set():
+                    killed = (stop.state, stop.reason)
+                elif reason is not None:
+                    killed = (RunState.FAILED, reason)
+                if killed is not None:
+                    log.warning("run %s: stopping: %s", spec.run_id, killed[1])
+                    container.kill()
+                    break
+                time.sleep(self.meter_interval_s)
+            exit_code = int(container.wait(timeout=60).get("StatusCode", -1))
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"lost track of the experiment container: {e}") from e
+        ended = self.clock()
+        if capture is not None:
+            capture.stop()  # right after the container's end, before results are copied
+        with contextlib.suppress(InterfaceMissing):
+            used = Usage(baseline, self.counters.read(spec.interface)).bytes
+        stderr = self._collect(container, run_dir)
+        if killed is not None:
+            state, reason = killed
+        elif exit_code == 0:
+            state, reason = RunState.UPLOADING, exit_reason(0, stderr)
+        else:
+            state, reason = RunState.FAILED, exit_reason(exit_code, stderr)
+        return RunOutcome(
+            state, reason, exit_code=exit_code, started_at=started, ended_at=ended,
+            bytes_used=used, counters_before=before, counters_after=self._snapshot(),
+        )
+
+    def _collect(self, container: Any, run_dir: Path) -> str:
+        """Copy logs and /results out of the stopped container; returns stderr."""
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stderr = ""
+        try:
+            stdout_b = container.logs(stdout=True, stderr=False)
+            stderr_b = container.logs(stdout=False, stderr=True)
+            (logs / "stdout.txt").write_bytes(stdout_b)
+            (logs / "stderr.txt").write_bytes(stderr_b)
+            stderr = stderr_b.decode(errors="replace")
+        except docker.errors.DockerException as e:
+            (logs / "agent.txt").write_text(f"cannot read the container's logs: {e}\n")
+        try:
+            stream, _stat = container.get_archive(RESULTS_PATH)
+            with tempfile.TemporaryFile() as tmp:
+                for block in stream:
+                    tmp.write(block)
+                tmp.seek(0)
+                with tarfile.open(fileobj=tmp, mode="r:") as tar:
+                    skipped = safe_extract(tar, run_dir)
+            if skipped:
+                with (logs / "agent.txt").open("a") as f:
+                    f.write(f"not copied (links or devices are not results): {skipped}\n")
+        except (docker.errors.DockerException, tarfile.TarError, OSError, BundleError) as e:
+            with (logs / "agent.txt").open("a") as f:
+                f.write(f"cannot copy {RESULTS_PATH} out of the container: {e}\n")
+        return stderr
+
+    def _write_meta(self, spec: RunSpec, run_dir: Path, outcome: RunOutcome) -> None:
+        meta = run_dir / "meta"
+        meta.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "format": "testbed.run-meta",
+            "version": 1,
+            "run_config": spec.config_json(),
+            "image": spec.image,
+            "image_id": outcome.image_id,
+            "exit_code": outcome.exit_code,
+            "state": str(outcome.state),
+            "reason": outcome.reason,
+            "started_at": outcome.started_at.isoformat() if outcome.started_at else None,
+            "ended_at": outcome.ended_at.isoformat() if outcome.ended_at else None,
+            "interface": spec.interface,
+            "bytes_used": outcome.bytes_used,
+            "counters_before": outcome.counters_before,
+            "counters_after": outcome.counters_after,
+            "agent_version": __version__,
+        }
+        (meta / "run.json").write_text(json.dumps(doc, indent=2))

@@ -1,0 +1,78 @@
+"""Result bundles on disk waiting for upload ("offline nodes keep measuring and upload
+later"). One ``<run_id>.tar.gz`` plus a ``<run_id>.json`` with its size and SHA-256 per
+run, written atomically; bundles the orchestrator refuses move to ``rejected/`` with the
+reason beside them: data is never deleted until the orchestrator holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed_common.bundle import sha256_bytes
+
+
+@dataclass(frozen=True)
+class SpooledBundle:
+    run_id: str
+    path: Path
+    size: int
+    sha256: str
+
+
+class Spool:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.rejected_dir = root.parent / "rejected"
+        root.mkdir(parents=True, exist_ok=True)
+
+    def put(self, run_id: str, data: bytes) -> SpooledBundle:
+        bundle = self.root / f"{run_id}.tar.gz"
+        meta = self.root / f"{run_id}.json"
+        item = SpooledBundle(run_id, bundle, len(data), sha256_bytes(data))
+        tmp = bundle.with_suffix(".part")
+        tmp.write_bytes(data)
+        os.replace(tmp, bundle)
+        # The metadata file goes last: a bundle without it is incomplete and ignored.
+        tmp_meta = meta.with_suffix(".part")
+        tmp_meta.write_text(
+            json.dumps({"run_id": run_id, "size": item.size, "sha256": item.sha256})
+        )
+        os.replace(tmp_meta, meta)
+        return item
+
+    def pending(self) -> list[SpooledBundle]:
+        """Complete bundles, oldest first."""
+        items = []
+        metas = sorted(self.root.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        for meta in metas:
+            data = json.loads(meta.read_text())
+            bundle = self.root / f"{data['run_id']}.tar.gz"
+            if bundle.exists():
+                items.append(
+                    SpooledBundle(str(data["run_id"]), bundle, int(data["size"]), data["sha256"])
+                )
+        return items
+
+    def run_ids(self) -> set[str]:
+        return {item.run_id for item in self.pending()}
+
+    def __len__(self) -> int:
+        return len(self.pending())
+
+    def done(self, item: SpooledBundle) -> None:
+        """The orchestrator holds the bundle: free the space."""
+        item.path.unlink(missing_ok=True)
+        (self.root / f"{item.run_id}.json").unlink(missing_ok=True)
+
+    def reject(self, item: SpooledBundle, reason: str) -> Path:
+        """Keep a refused bundle (never delete data) with the reason next to it."""
+        self.rejected_dir.mkdir(parents=True, exist_ok=True)
+        target = self.rejected_dir / item.path.name
+        shutil.move(str(item.path), target)
+        (self.rejected_dir / f"{item.run_id}.reason.txt").write_text(reason + "\n")
+        (self.root / f"{item.run_id}.json").unlink(missing_ok=True)
+        return target

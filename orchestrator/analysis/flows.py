@@ -1,0 +1,305 @@
+"""Per-TCP-connection figures from a capture, as the seeds' studies report them.
+
+- Throughput in 100 ms bins, two ways: payload bytes by arrival at the capture point
+  (``arrival_bins``: what TAT's receiver-side bins measure, retransmissions included)
+  and in-order delivery (``delivered_bins``: how far the contiguous byte stream moved,
+  which is what the receiving application could read, so it matches iperf3's own
+  receiver bins even while a loss is being repaired).
+- Three-way-handshake RTT: time of the handshake's final ACK minus time of the SYN.
+  Seen from the client that is SYN->SYN/ACK plus the client's turnaround, seen from the
+  server it is SYN/ACK->ACK plus the server's; either way one round trip, wherever the
+  capture was taken.
+- Retransmissions: data segments that start below the highest sequence number already
+  seen (so re-sent or reordered data), as a percentage of data segments. Duplicate
+  ACKs: pure ACKs (no payload, no SYN/FIN/RST) repeating the previous ACK number and
+  window while data is outstanding (Wireshark's definition), as a percentage of pure
+  ACKs.
+- Self-inflicted delay: for each data segment sent once (Karn's rule: retransmitted
+  ranges give no sample, nor do segments first acknowledged together with a repaired
+  hole), the time to the first ACK covering it, minus the handshake RTT. On a
+  sender-side capture this is the queueing the flow builds in the bottleneck
+  (bufferbloat, the BBR vs CUBIC comparison); on a receiver-side capture it is only the
+  receiver's ACK delay.
+- Flow completion time: SYN (or the first packet) to the first ACK covering the last
+  data byte (or the last data packet when that ACK was not captured).
+"""
+
+from __future__ import annotations
+
+import heapq
+import ipaddress
+import statistics
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from orchestrator.analysis.packets import ACK, FIN, RST, SYN, TCP, Packet
+
+DEFAULT_BIN_S = 0.1  # TAT's receiver-side bins (DESIGN: "TAT sampled in 100 ms bins")
+_SEQ_SPACE = 1 << 32
+_HALF = 1 << 31
+
+
+class Endpoint(NamedTuple):
+    addr: bytes
+    port: int
+
+    def __str__(self) -> str:
+        ip = ipaddress.ip_address(self.addr)
+        return f"[{ip}]:{self.port}" if ip.version == 6 else f"{ip}:{self.port}"
+
+
+class Connection(NamedTuple):
+    """A TCP connection: the client is the SYN's sender (else the first packet's)."""
+
+    client: Endpoint
+    server: Endpoint
+
+
+@dataclass(frozen=True)
+class DelayStats:
+    mean_s: float
+    median_s: float
+    p95_s: float
+    samples: int
+
+
+@dataclass(frozen=True)
+class FlowStats:
+    connection: Connection
+    data_from_client: bool  # the direction that carried more payload
+    start_ns: int  # first packet of the connection
+    rtt_3whs_s: float | None  # None without a captured handshake
+    payload_bytes: int  # data direction, retransmissions included
+    delivered_bytes: int  # contiguous stream advance (unique bytes in order)
+    data_packets: int
+    retrans_packets: int
+    retrans_bytes: int  # payload of those segments: robust to TSO super-packets in captures
+    pure_acks: int
+    dupacks: int
+    self_delay: DelayStats | None
+    fct_s: float | None
+    bin_s: float
+    bins_t0_ns: int  # start of bin 0: the first data packet unless given
+    arrival_bins: list[int]  # payload bytes per bin by arrival
+    delivered_bins: list[int]  # in-order delivered bytes per bin
+
+    @property
+    def retrans_pct(self) -> float:
+        return 100.0 * self.retrans_packets / self.data_packets if self.data_packets else 0.0
+
+    @property
+    def retrans_bytes_pct(self) -> float:
+        return 100.0 * self.retrans_bytes / self.payload_bytes if self.payload_bytes else 0.0
+
+    @property
+    def dupack_pct(self) -> float:
+        return 100.0 * self.dupacks / self.pure_acks if self.pure_acks else 0.0
+
+    def rates_bps(self, *, delivered: bool = False) -> list[float]:
+        """Bits per second in each bin."""
+        bins = self.delivered_bins if delivered else self.arrival_bins
+        return [b * 8 / self.bin_s for b in bins]
+
+
+def tcp_connections(packets: Iterable[Packet]) -> dict[Connection, list[Packet]]:
+    """Group TCP packets by connection, in capture order."""
+    by_pair: dict[tuple[Endpoint, Endpoint], list[Packet]] = {}
+    for p in packets:
+        if p.proto != TCP:
+            continue
+        a, b = Endpoint(p.src, p.sport), Endpoint(p.dst, p.dport)
+        key = (a, b) if (a, b) in by_pair else (b, a) if (b, a) in by_pair else None
+        if key is None:
+            key = (a, b)
+            by_pair[key] = []
+        by_pair[key].append(p)
+    out: dict[Connection, list[Packet]] = {}
+    for (a, b), pkts in by_pair.items():
+        syn = next((p for p in pkts if p.flags & SYN and not p.flags & ACK), None)
+        client = Endpoint(syn.src, syn.sport) if syn is not None else a
+        out[Connection(client, b if client == a else a)] = pkts
+    return out
+
+
+def analyse_capture(packets: Iterable[Packet], *, bin_s: float = DEFAULT_BIN_S) -> list[FlowStats]:
+    """Every TCP connection of a capture, the one with most payload first."""
+    flows = [
+        analyse_flow(conn, pkts, bin_s=bin_s) for conn, pkts in tcp_connections(packets).items()
+    ]
+    return sorted(flows, key=lambda f: f.payload_bytes, reverse=True)
+
+
+class _Unwrap:
+    """32-bit sequence numbers to a growing integer, relative to a base."""
+
+    def __init__(self, base: int) -> None:
+        self.raw = base
+        self.value = 0
+
+    def __call__(self, raw: int) -> int:
+        d = (raw - self.raw) % _SEQ_SPACE
+        if d >= _HALF:
+            d -= _SEQ_SPACE
+        self.raw = raw
+        self.value += d
+        return self.value
+
+
+class _Stream:
+    """In-order reassembly bookkeeping: how far the contiguous stream has reached."""
+
+    def __init__(self) -> None:
+        self.next: int | None = None
+        self.holes: list[tuple[int, int]] = []  # out-of-order ranges, a heap
+
+    def deliver(self, start: int, end: int) -> int:
+        if self.next is None:
+            self.next = start
+        if end <= self.next:
+            return 0
+        if start > self.next:
+            heapq.heappush(self.holes, (start, end))
+            return 0
+        old, self.next = self.next, end
+        while self.holes and self.holes[0][0] <= self.next:
+            self.next = max(self.next, heapq.heappop(self.holes)[1])
+        return self.next - old
+
+
+def _add(bins: list[int], index: int, nbytes: int) -> None:
+    if index < 0:  # before bin 0 (a t0 given later than the first data)
+        return
+    if index >= len(bins):
+        bins.extend([0] * (index + 1 - len(bins)))
+    bins[index] += nbytes
+
+
+def _handshake(conn: Connection, packets: list[Packet]) -> tuple[Packet | None, float | None]:
+    syn = synack = None
+    for p in packets:
+        if syn is None:
+            if p.flags & SYN and not p.flags & ACK:
+                syn = p
+        elif synack is None:
+            if p.flags & SYN and p.flags & ACK and (p.src, p.sport) == conn.server:
+                synack = p
+        elif (p.src, p.sport) == conn.client and p.flags & ACK and not p.flags & SYN:
+            if (p.ack - synack.seq) % _SEQ_SPACE == 1:
+                return syn, (p.ts_ns - syn.ts_ns) / 1e9
+            break
+    return syn, None
+
+
+def analyse_flow(
+    conn: Connection,
+    packets: list[Packet],
+    *,
+    bin_s: float = DEFAULT_BIN_S,
+    t0_ns: int | None = None,
+) -> FlowStats:
+    """Figures of one connection; ``t0_ns`` places bin 0 (default: first data packet)."""
+    if bin_s <= 0:
+        raise ValueError("bin_s must be positive")
+    if not packets:
+        raise ValueError("a flow needs at least one packet")
+    from_client = sum(p.payload for p in packets if (p.src, p.sport) == conn.client)
+    total = sum(p.payload for p in packets)
+    data_src = conn.client if from_client * 2 >= total else conn.server
+    syn, rtt = _handshake(conn, packets)
+    first_data = next((p for p in packets if p.payload > 0 and (p.src, p.sport) == data_src), None)
+    isn = next(
+        (p.seq for p in packets if p.flags & SYN and (p.src, p.sport) == data_src),
+        None,
+    )
+    base = isn if isn is not None else (first_data.seq if first_data else packets[0].seq)
+    seq_of, ack_of = _Unwrap(base), _Unwrap(base)
+    bin_ns = round(bin_s * 1e9)
+    t0 = t0_ns if t0_ns is not None else (first_data or packets[0]).ts_ns
+    arrival: list[int] = []
+    delivered: list[int] = []
+    stream = _Stream()
+    high: int | None = None
+    pending: deque[list[int]] = deque()  # [start, end, ts_ns, valid] of unacked first sends
+    samples: list[int] = []
+    data_packets = retrans = retrans_bytes = pure_acks = dupacks = payload = 0
+    last_ack: int | None = None
+    last_window = -1
+    last_data_ns: int | None = None
+    full_ack_ns: int | None = None
+    for p in packets:
+        if (p.src, p.sport) == data_src:
+            if p.payload <= 0:
+                continue
+            start = seq_of(p.seq)
+            end = start + p.payload
+            data_packets += 1
+            payload += p.payload
+            index = (p.ts_ns - t0) // bin_ns
+            _add(arrival, index, p.payload)
+            _add(delivered, index, stream.deliver(start, end))
+            if high is not None and start < high:
+                retrans += 1
+                retrans_bytes += p.payload
+                for item in pending:  # Karn: no RTT sample from a range sent twice
+                    if item[0] >= end:
+                        break
+                    if item[1] > start:
+                        item[3] = 0
+            else:
+                pending.append([start, end, p.ts_ns, 1])
+            high = end if high is None else max(high, end)
+            last_data_ns = p.ts_ns
+        elif p.flags & ACK:
+            ack = ack_of(p.ack)
+            if p.payload == 0 and not p.flags & (SYN | FIN | RST):
+                pure_acks += 1
+                if ack == last_ack and p.window == last_window and high is not None and ack < high:
+                    dupacks += 1
+            last_ack, last_window = ack, p.window
+            acked = []
+            while pending and pending[0][1] <= ack:
+                acked.append(pending.popleft())
+            # An ACK that also covers a repaired hole says when the hole filled, not when
+            # the segments behind it arrived: no sample from any of them.
+            if all(item[3] for item in acked):
+                samples.extend(p.ts_ns - item[2] for item in acked)
+            if high is not None and ack >= high:
+                full_ack_ns = p.ts_ns
+    self_delay = None
+    if samples:
+        base_ns = rtt * 1e9 if rtt is not None else min(samples)
+        delays = sorted((s - base_ns) / 1e9 for s in samples)
+        self_delay = DelayStats(
+            mean_s=statistics.fmean(delays),
+            median_s=statistics.median(delays),
+            p95_s=delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))],
+            samples=len(delays),
+        )
+    start_ns = (syn or packets[0]).ts_ns
+    fct = None
+    if last_data_ns is not None:
+        done = (
+            full_ack_ns if full_ack_ns is not None and full_ack_ns >= last_data_ns else last_data_ns
+        )
+        fct = (done - start_ns) / 1e9
+    return FlowStats(
+        connection=conn,
+        data_from_client=data_src == conn.client,
+        start_ns=packets[0].ts_ns,
+        rtt_3whs_s=rtt,
+        payload_bytes=payload,
+        delivered_bytes=sum(delivered),
+        data_packets=data_packets,
+        retrans_packets=retrans,
+        retrans_bytes=retrans_bytes,
+        pure_acks=pure_acks,
+        dupacks=dupacks,
+        self_delay=self_delay,
+        fct_s=fct,
+        bin_s=bin_s,
+        bins_t0_ns=t0,
+        arrival_bins=arrival,
+        delivered_bins=delivered,
+    )

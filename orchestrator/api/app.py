@@ -1,0 +1,140 @@
+"""The app factory. Nothing happens at import time: ``create_app(settings)`` migrates the
+database, loads the catalogue and starts the reaper, the planner and the ingest loops
+when the app starts serving."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from orchestrator.api import (
+    errors,
+    routes_agent,
+    routes_nodes,
+    routes_quotas,
+    routes_runs,
+    routes_users,
+)
+from orchestrator.bootstrap import build_context
+from orchestrator.metrics.collector import StateCollector
+from orchestrator.model.clock import Clock
+from orchestrator.pages import routes as pages_routes
+from orchestrator.services.ingest import ingest_pending
+from orchestrator.services.planning import availability, replan
+from orchestrator.services.quotas import quota_points
+from orchestrator.services.reaper import reap
+from orchestrator.settings import Settings
+from orchestrator.timeseries.influx import InfluxClient, TimeSeriesError
+
+log = logging.getLogger("orchestrator")
+
+
+async def _reaper_loop(app: FastAPI, interval_s: float) -> None:
+    while True:
+        try:
+            ended = await run_in_threadpool(reap, app.state.ctx)
+            if ended:
+                log.info("reaper ended %d run(s)", ended)
+        except Exception:  # keep reaping; a bad pass must not stop the next
+            log.exception("reaper pass failed")
+        await asyncio.sleep(interval_s)
+
+
+async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
+    """Writes archived runs into the time-series store; waits out store outages."""
+    ctx = app.state.ctx
+    ready = False
+    while True:
+        try:
+            if not ready and isinstance(ctx.timeseries, InfluxClient):
+                await run_in_threadpool(ctx.timeseries.create_database)
+            ready = True
+            done = await run_in_threadpool(ingest_pending, ctx, ctx.timeseries)
+            if done.written_runs:
+                log.info("ingested %d run(s), %d points", done.written_runs, done.points)
+            if done.stopped:
+                log.warning("time-series store unavailable, will retry: %s", done.stopped)
+        except TimeSeriesError as e:
+            log.warning("time-series store not ready, will retry: %s", e)
+        except Exception:  # keep ingesting; a bad pass must not stop the next
+            log.exception("ingest pass failed")
+        await asyncio.sleep(interval_s)
+
+
+async def _planner_loop(app: FastAPI, interval_s: float, tick_s: float) -> None:
+    """Re-plans every ``interval_s``, and at the next tick after a run failed, a quota
+    changed (``ctx.replan_wanted``) or a node went offline or came back."""
+    ctx = app.state.ctx
+    last_seen: frozenset[tuple[str, str]] | None = None
+    elapsed = interval_s  # plan at start: the calendar may have moved while down
+    while True:
+        try:
+            seen = await run_in_threadpool(availability, ctx)
+            if elapsed >= interval_s or ctx.replan_wanted.is_set() or seen != last_seen:
+                done = await run_in_threadpool(replan, ctx)
+                last_seen, elapsed = seen, 0.0
+                if ctx.timeseries is not None:
+                    try:
+                        points = await run_in_threadpool(quota_points, ctx)
+                        await run_in_threadpool(ctx.timeseries.write, points)
+                    except TimeSeriesError as e:  # derived data: the next pass writes anew
+                        log.warning("quota points not written: %s", e)
+                if done.runs_booked:
+                    log.info("planner booked %d run(s) for %d campaign(s)",
+                             done.runs_booked, done.campaigns)
+        except Exception:  # keep planning; a bad pass must not stop the next
+            log.exception("planning pass failed")
+        await asyncio.sleep(tick_s)
+        elapsed += tick_s
+
+
+def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool = True) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tasks = []
+        if reaper:
+            tasks.append(asyncio.create_task(_reaper_loop(app, settings.health.reap_interval_s)))
+            replan_s = settings.scheduling.replan_interval_s
+            tasks.append(asyncio.create_task(_planner_loop(
+                app, replan_s, min(replan_s, settings.health.reap_interval_s))))
+            if app.state.ctx.timeseries is not None:
+                tasks.append(asyncio.create_task(
+                    _ingest_loop(app, settings.influx.ingest_interval_s)))
+        yield
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = FastAPI(
+        title="MBB testbed orchestrator",
+        version="0.1.0",
+        description="Schedules measurement runs on mobile-broadband nodes and archives "
+        "their results.",
+        lifespan=lifespan,
+    )
+    ctx = build_context(settings, clock)
+    app.state.ctx = ctx
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(StateCollector(ctx))
+    errors.install(app)
+    for r in (routes_users, routes_nodes, routes_quotas, routes_runs, routes_agent):
+        app.include_router(r.router)
+    app.include_router(pages_routes.router)
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/metrics", tags=["meta"], response_class=Response)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,31 @@
+"""Nodes as operators see them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from orchestrator.api.deps import CtxDep, UserDep
+from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
+from orchestrator.services import nodes
+
+router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
+
+
+@router.post("", status_code=201)
+def create_node(ctx: CtxDep, me: UserDep, body: NodeCreate) -> NodeCreated:
+    return nodes.create_node(ctx, me, body)
+
+
+@router.get("")
+def list_nodes(ctx: CtxDep, _me: UserDep) -> list[NodePublic]:
+    return nodes.list_nodes(ctx)
+
+
+@router.get("/{node_id}")
+def get_node(ctx: CtxDep, _me: UserDep, node_id: str) -> NodePublic:
+    return nodes.get_node(ctx, node_id)
+
+
+@router.put("/{node_id}/maintenance")
+def set_maintenance(ctx: CtxDep, me: UserDep, node_id: str, body: MaintenanceUpdate) -> NodePublic:
+    return nodes.set_maintenance(ctx, me, node_id, body)

@@ -1,0 +1,49 @@
+"""Data quotas (SIM caps, project budgets) and the planner."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from orchestrator.api.deps import CtxDep, UserDep
+from orchestrator.schemas import (
+    BudgetUpdate,
+    PlanPublic,
+    ProjectQuotaPublic,
+    QuotasPublic,
+    QuotaUpdate,
+    SimQuotaPublic,
+)
+from orchestrator.services import planning, quotas
+
+router = APIRouter(prefix="/api/v1", tags=["quotas"])
+
+
+@router.put("/nodes/{node_id}/interfaces/{interface}/quota")
+def set_quota(ctx: CtxDep, me: UserDep, node_id: str, interface: str,
+              body: QuotaUpdate) -> SimQuotaPublic:
+    """Set the monthly data cap of a node's SIM (admin). Re-plans soon after."""
+    return quotas.set_quota(ctx, me, node_id, interface, body)
+
+
+@router.get("/nodes/{node_id}/interfaces/{interface}/quota")
+def get_quota(ctx: CtxDep, _me: UserDep, node_id: str, interface: str) -> SimQuotaPublic:
+    return quotas.get_quota(ctx, node_id, interface)
+
+
+@router.get("/quotas")
+def list_quotas(ctx: CtxDep, _me: UserDep) -> QuotasPublic:
+    """Used, reserved, limit and remaining bytes of every SIM (this period) and project."""
+    return quotas.list_quotas(ctx)
+
+
+@router.put("/projects/{project}/budget")
+def set_budget(ctx: CtxDep, me: UserDep, project: str, body: BudgetUpdate) -> ProjectQuotaPublic:
+    """Set (or, with null, remove) a project's lifetime data budget (admin)."""
+    return quotas.set_budget(ctx, me, project, body)
+
+
+@router.post("/plan")
+def replan(ctx: CtxDep, me: UserDep) -> PlanPublic:
+    """Re-plan every campaign now (admin); the planner also runs on a timer."""
+    me.require_admin()
+    return planning.replan(ctx)

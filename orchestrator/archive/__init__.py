@@ -1,0 +1,1 @@
+"""The raw archive: run bundles byte for byte, the source of truth for derived data."""

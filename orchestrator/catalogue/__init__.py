@@ -1,0 +1,1 @@
+"""The experiment catalogue: manifests, parameter schemas and forecast expressions."""

@@ -1,0 +1,154 @@
+"""Experiment manifests (``experiments/<name>/experiment.yaml``).
+
+A manifest names the image, the parameters (a JSON Schema per parameter; unknown
+parameters are refused), the result file and format, and two forecasts as expressions:
+the slot length and the data volume, so the scheduler can book time and reserve quota
+before a byte is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.catalogue.expr import Expression, ExpressionError, parse_expression
+
+#: Variables a forecast may use besides the parameters.
+FORECAST_VARIABLES = frozenset({"rate_bps"})
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be loaded; the message names the file and the field."""
+
+
+class ResultSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    file: str
+    format: str
+    version: int
+
+
+class _ManifestDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
+    version: int = Field(ge=1)
+    description: str = ""
+    image: str = Field(min_length=1)
+    result: ResultSpec
+    parameters: dict[str, dict[str, Any]] = {}
+    duration_s: str | float
+    data_volume_bytes: str | float
+    interfaces: int = Field(1, ge=1, le=8)
+
+    @field_validator("parameters")
+    @classmethod
+    def _schemas_valid(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, schema in value.items():
+            try:
+                jsonschema.Draft202012Validator.check_schema(schema)
+            except jsonschema.SchemaError as e:
+                raise ValueError(f"parameter {name!r}: invalid schema: {e.message}") from e
+        return value
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    version: int
+    description: str
+    image: str
+    result: ResultSpec
+    parameters: Mapping[str, Mapping[str, Any]]
+    duration: Expression
+    data_volume: Expression
+    interfaces: int
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": dict(self.parameters),
+            "additionalProperties": False,
+        }
+
+    def resolve_parameters(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults filled in and the whole set validated; raises ``ValueError`` naming
+        each bad or unknown parameter."""
+        unknown = sorted(set(given) - set(self.parameters))
+        if unknown:
+            raise ValueError(
+                f"unknown parameter(s) {unknown} for experiment {self.name!r}; "
+                f"it takes {sorted(self.parameters)}"
+            )
+        resolved = {k: s["default"] for k, s in self.parameters.items() if "default" in s} | dict(
+            given
+        )
+        validator = jsonschema.Draft202012Validator(self.schema)
+        problems = [
+            f"{'/'.join(map(str, e.absolute_path)) or 'parameters'}: {e.message}"
+            for e in validator.iter_errors(resolved)
+        ]
+        missing = sorted(set(self.parameters) - set(resolved))
+        problems += [f"{m}: required (no default)" for m in missing]
+        if problems:
+            raise ValueError(
+                f"invalid parameters for experiment {self.name!r}: " + "; ".join(problems)
+            )
+        return resolved
+
+    def forecast(self, parameters: Mapping[str, Any], rate_bps: float) -> tuple[float, int]:
+        """(slot seconds, data bytes) for resolved ``parameters`` on a link of ``rate_bps``."""
+        env = {**parameters, "rate_bps": rate_bps}
+        return self.duration.evaluate(env), int(self.data_volume.evaluate(env))
+
+
+def parse_manifest(text: str, *, source: str) -> Manifest:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ManifestError(f"{source}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ManifestError(f"{source}: expected a mapping at the top level")
+    try:
+        doc = _ManifestDoc.model_validate(raw)
+    except ValidationError as e:
+        fields = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors()
+        )
+        raise ManifestError(f"{source}: {fields}") from e
+    try:
+        duration = parse_expression(doc.duration_s)
+        volume = parse_expression(doc.data_volume_bytes)
+    except ExpressionError as e:
+        raise ManifestError(f"{source}: {e}") from e
+    known = set(doc.parameters) | FORECAST_VARIABLES
+    for field, expr in (("duration_s", duration), ("data_volume_bytes", volume)):
+        unknown = expr.names - known
+        if unknown:
+            raise ManifestError(
+                f"{source}: {field} uses {sorted(unknown)}, which are neither parameters "
+                f"nor {sorted(FORECAST_VARIABLES)}"
+            )
+    manifest = Manifest(
+        name=doc.name,
+        version=doc.version,
+        description=doc.description,
+        image=doc.image,
+        result=doc.result,
+        parameters=doc.parameters,
+        duration=duration,
+        data_volume=volume,
+        interfaces=doc.interfaces,
+    )
+    try:  # defaults must satisfy the schema, and forecasts must evaluate on them
+        defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}
+        if set(defaults) == set(doc.parameters):
+            manifest.forecast(manifest.resolve_parameters(defaults), rate_bps=1e6)
+    except (ValueError, ExpressionError) as e:
+        raise ManifestError(f"{source}: defaults do not work: {e}") from e
+    return manifest

@@ -1,0 +1,1 @@
+"""The ``testbed`` command: serve the orchestrator, and talk to its API."""

@@ -1,0 +1,38 @@
+"""The orchestrator's error vocabulary. Services raise these; only the API layer maps
+them to HTTP status codes, and the CLI to exit codes. Messages say what to do."""
+
+from __future__ import annotations
+
+
+class TestbedError(Exception):
+    """Base of every error the orchestrator raises on purpose."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+
+class NotFound(TestbedError):
+    pass
+
+
+class Unauthorized(TestbedError):
+    pass
+
+
+class Forbidden(TestbedError):
+    pass
+
+
+class Invalid(TestbedError):
+    """Input that can never succeed as sent (bad spec, unknown parameter)."""
+
+
+class Conflict(TestbedError):
+    """Valid input that clashes with stored state (final run, offset mismatch)."""
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class TooLarge(TestbedError):
+    pass

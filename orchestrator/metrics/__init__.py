@@ -1,0 +1,1 @@
+"""Prometheus metrics, read from current state at scrape time."""

@@ -1,0 +1,1 @@
+"""Pure domain types and decisions: no I/O, no framework imports."""

@@ -1,0 +1,34 @@
+"""Identifier types and their generation. Run ids sort by creation time (a UTC stamp
+prefix) so archive folders and listings read in order without a lookup."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import datetime
+from typing import NewType
+
+NodeId = NewType("NodeId", str)
+RunId = NewType("RunId", str)
+CampaignId = NewType("CampaignId", str)
+
+#: Node ids appear in paths and tags, so they are kept to a safe alphabet.
+NODE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+_NODE_ID = re.compile(NODE_ID_PATTERN)
+
+
+def valid_node_id(value: str) -> bool:
+    return bool(_NODE_ID.match(value))
+
+
+def new_run_id(now: datetime) -> RunId:
+    return RunId(f"r-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}")
+
+
+def new_campaign_id(now: datetime) -> CampaignId:
+    return CampaignId(f"c-{now:%Y%m%d}-{secrets.token_hex(4)}")
+
+
+def new_token() -> str:
+    """A bearer secret: 32 random bytes, URL-safe. Only its hash is stored."""
+    return secrets.token_urlsafe(32)

@@ -1,0 +1,131 @@
+"""The pages' InfluxQL: the only module of the pages that knows the query language.
+
+Only plain InfluxQL over the v1 ``/query`` API, so the same queries run on InfluxDB
+1.x, 2.x and 3.x (docs/timeseries.md). Raw points are read (one ``tat_summary`` point
+per transfer, one ``abw`` point per estimate) and aggregated in Python by
+:mod:`.views`: hours and days must be the node's local time, which InfluxQL's
+``GROUP BY time()`` (UTC buckets, one offset per query) cannot give per node. No query
+uses ``GROUP BY time()``, so none needs a time bound to avoid InfluxDB 1.x filling
+buckets from 1970; a window is still applied when no campaign is chosen.
+
+Filter values reach the query only as escaped string literals.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
+from orchestrator.timeseries.influx import Series
+from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
+
+PLACE_TAGS = ("node", "country", "operator", "operator_name")
+RUN_TAGS = ("campaign", "run", "session", "direction")
+
+
+@runtime_checkable
+class TimeSeriesQuery(Protocol):
+    """What the pages need of the time-series store: InfluxQL in, series out, times as
+    integer nanoseconds. :class:`orchestrator.timeseries.influx.InfluxClient` is one."""
+
+    def query(self, influxql: str, *, epoch: str = "ns") -> list[Series]: ...
+
+
+def literal(value: str) -> str:
+    """An InfluxQL string literal: single-quoted, backslash and quote escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def ident(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def where_clause(filters: Filters, *, narrow: bool = True) -> str:
+    """``WHERE`` for the filters; ``narrow`` False keeps only campaign and window (for
+    the drop-downs, which must offer every operator and node of the campaign)."""
+    conds = []
+    if filters.campaign:
+        conds.append(f'"campaign" = {literal(filters.campaign)}')
+    if narrow and filters.operator:
+        conds.append(f'"operator" = {literal(filters.operator)}')
+    if narrow and filters.node:
+        conds.append(f'"node" = {literal(filters.node)}')
+    if filters.window_days is not None:
+        conds.append(f"time >= now() - {int(filters.window_days)}d")
+    return (" WHERE " + " AND ".join(conds)) if conds else ""
+
+
+def _select(measurement: str, fields: tuple[str, ...], filters: Filters) -> str:
+    cols = ", ".join(ident(c) for c in (*fields, *PLACE_TAGS, *RUN_TAGS))
+    return f"SELECT {cols} FROM {ident(measurement)}{where_clause(filters)}"
+
+
+def tat_summary_query(filters: Filters) -> str:
+    return _select(TAT_SUMMARY, ("mean_bps", "sender_bytes", "bytes"), filters)
+
+
+def abw_query(filters: Filters) -> str:
+    return _select(ABW, ("estimate_bps", "latency_s", "bytes", "method"), filters)
+
+
+def _rows(series: list[Series]) -> list[dict[str, Any]]:
+    return [row for s in series for row in s.rows()]
+
+
+def _s(row: dict[str, Any], key: str) -> str:
+    v = row.get(key)
+    return "" if v is None else str(v)
+
+
+def _where(row: dict[str, Any]) -> Where:
+    return Where(node=_s(row, "node"), country=_s(row, "country"),
+                 operator=_s(row, "operator"), operator_name=_s(row, "operator_name"))
+
+
+def tat_summaries(ts: TimeSeriesQuery, filters: Filters) -> list[TatSummaryRow]:
+    out = []
+    for row in _rows(ts.query(tat_summary_query(filters))):
+        if row.get("mean_bps") is None:
+            continue
+        out.append(TatSummaryRow(
+            time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
+            run=_s(row, "run"), session=_s(row, "session"), direction=_s(row, "direction"),
+            mean_bps=float(row["mean_bps"]),
+            sender_bytes=int(row.get("sender_bytes") or row.get("bytes") or 0)))
+    return out
+
+
+def abw_estimates(ts: TimeSeriesQuery, filters: Filters) -> list[AbwRow]:
+    out = []
+    for row in _rows(ts.query(abw_query(filters))):
+        if row.get("estimate_bps") is None:
+            continue
+        out.append(AbwRow(
+            time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
+            run=_s(row, "run"), session=_s(row, "session"), direction=_s(row, "direction"),
+            method=_s(row, "method"), estimate_bps=float(row["estimate_bps"]),
+            latency_s=float(row.get("latency_s") or 0.0), bytes=int(row.get("bytes") or 0)))
+    return out
+
+
+def choices(ts: TimeSeriesQuery, filters: Filters) -> Choices:
+    """Campaigns, operators (with names) and nodes that have TAT transfers."""
+    campaigns = sorted({_s(r, "value") for r in _rows(ts.query(
+        f'SHOW TAG VALUES FROM {ident(TAT_SUMMARY)} WITH KEY = "campaign"'))})
+    combos = ts.query(f'SELECT count("mean_bps") FROM {ident(TAT_SUMMARY)}'
+                      f"{where_clause(filters, narrow=False)} "
+                      'GROUP BY "operator", "operator_name", "node"')
+    operators: dict[str, str] = {}
+    nodes: set[str] = set()
+    for s in combos:
+        where = Where(node=s.tags.get("node", ""), country="",
+                      operator=s.tags.get("operator", ""),
+                      operator_name=s.tags.get("operator_name", ""))
+        if where.operator:
+            operators[where.operator] = where.operator_label
+        if where.node:
+            nodes.add(where.node)
+    return Choices(campaigns=tuple(c for c in campaigns if c),
+                   operators=tuple(Choice(k, v) for k, v in sorted(operators.items(),
+                                                                   key=lambda kv: kv[1])),
+                   nodes=tuple(sorted(nodes)))

@@ -1,0 +1,1 @@
+"""Pure scheduling decisions: no database, no clock, no I/O."""

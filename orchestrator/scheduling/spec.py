@@ -1,0 +1,170 @@
+"""Campaign spec, version 2: what researchers write (YAML or JSON).
+
+Version 1 (:class:`orchestrator.scheduling.campaign.CampaignSpec`) names nodes per step
+and books everything as soon as possible; it stays valid and is converted by
+:func:`parse_campaign`. Version 2 adds a tag-expression selection, recurrence in node
+local time, sessions of balanced repetitions, priorities, a missed-slot policy and
+time compression::
+
+    version: 2
+    name: abw-tat-se
+    project: mbb-2026
+    select: country:SE AND (operator:240-01 OR operator:Telia) AND NOT mobility:mobile
+    steps:                              # one session: ABW1-TAT-ABW2, pause, ABW2-TAT-ABW1
+      - {experiment: abw, parameters: {duration_s: 10}}
+      - {experiment: tat, parameters: {duration_s: 20}}
+      - {experiment: abw, parameters: {duration_s: 10}}
+    repetitions: 2                      # even: steps in order; odd: reversed
+    pause_s: 300
+    recurrence: {kind: daily, window: "00:00-03:00", first_day: 2026-03-01, last_day: 2026-03-09}
+    priority: 10
+    missed: skip                        # or catch_up
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.errors import Invalid
+from orchestrator.scheduling.campaign import CampaignSpec
+from orchestrator.scheduling.recurrence import parse_window
+from orchestrator.scheduling.selection import Selection
+
+
+def whole_seconds(value: datetime) -> datetime:
+    """Sessions are named by their window's start in whole seconds (the planner's
+    unit), and re-planning matches stored runs by that name: a start with microseconds
+    would never match and its sessions would be booked again on every pass."""
+    return value.replace(microsecond=0)
+
+
+class StepSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    experiment: str = Field(min_length=1)
+    parameters: dict[str, Any] = {}
+
+
+class Asap(BaseModel):
+    """Once per selected SIM, as soon as the node is free."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["asap"] = "asap"
+
+
+class Idle(BaseModel):
+    """Like ``asap`` but planned after every other campaign: it only takes time and
+    quota nothing else wants, whatever its priority."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["idle"] = "idle"
+
+
+class Every(BaseModel):
+    """A session every ``hours`` hours (1: hourly) from ``start`` until ``end``."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["every"] = "every"
+    hours: float = Field(gt=0, le=24 * 366)
+    start: AwareDatetime
+    end: AwareDatetime
+
+    @field_validator("start", "end")
+    @classmethod
+    def _whole_seconds(cls, value: datetime) -> datetime:
+        return whole_seconds(value)
+
+
+class Daily(BaseModel):
+    """A session a day inside ``window`` (HH:MM-HH:MM, node local time), on local
+    dates ``first_day`` to ``last_day`` inclusive."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["daily"] = "daily"
+    window: str
+    first_day: date
+    last_day: date
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        try:
+            parse_window(value)
+        except Invalid as e:  # pydantic reports ValueErrors with the field's location
+            raise ValueError(str(e)) from e
+        return value
+
+
+Recurrence = Annotated[Asap | Idle | Every | Daily, Field(discriminator="kind")]
+
+
+class CampaignSpecV2(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: Literal[2] = 2
+    name: str = Field(min_length=1, max_length=128)
+    project: str = "default"
+    #: Tag expression (see ``selection.py``); None selects every SIM of the fleet.
+    select: str | None = None
+    #: Explicit node ids; combined with ``select`` by AND when both are given.
+    nodes: list[str] = []
+    steps: list[StepSpec] = Field(min_length=1)
+    #: Repetitions within a session; odd ones run the steps in reverse order.
+    repetitions: int = Field(1, ge=1, le=1000)
+    #: Pause between repetitions within a session, seconds (ABw-TAT-ABw: 300).
+    pause_s: float = Field(0.0, ge=0, le=86400)
+    recurrence: Recurrence = Asap()
+    #: Higher wins a node both campaigns want; ties go to the earlier submission.
+    priority: int = Field(0, ge=-1000, le=1000)
+    #: What to do with a window that passed unbooked or unrun: skip it, or run it as
+    #: soon as possible.
+    missed: Literal["skip", "catch_up"] = "skip"
+    #: Campaign time runs this many times faster than wall time (60: an hour a minute),
+    #: from ``time_anchor`` (default: submission time). For demos and tests.
+    time_scale: float = Field(1.0, gt=0, le=1e6)
+    time_anchor: AwareDatetime | None = None
+
+    @field_validator("time_anchor")
+    @classmethod
+    def _anchor_whole_seconds(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else whole_seconds(value)
+
+    @field_validator("select")
+    @classmethod
+    def _select(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                Selection.parse(value)
+            except Invalid as e:  # the message shows the position with a caret
+                raise ValueError(str(e)) from e
+        return value
+
+
+def from_v1(spec: CampaignSpec) -> CampaignSpecV2:
+    """A version-1 spec as version 2 (same runs: ASAP, steps in balanced order)."""
+    node_sets = {tuple(s.nodes) for s in spec.steps}
+    iface_sets = {tuple(s.interfaces) for s in spec.steps}
+    if len(node_sets) > 1 or len(iface_sets) > 1:
+        raise Invalid(
+            "this version-1 campaign names different nodes or interfaces per step; "
+            "version 2 selects once per campaign: split it into one campaign per set"
+        )
+    ifaces = next(iter(iface_sets))
+    return CampaignSpecV2(
+        name=spec.name,
+        project=spec.project,
+        nodes=list(next(iter(node_sets))),
+        select=f"interface:{','.join(ifaces)}" if ifaces else None,
+        steps=[StepSpec(experiment=s.experiment, parameters=s.parameters) for s in spec.steps],
+        repetitions=spec.repetitions,
+    )
+
+
+def parse_campaign(raw: dict[str, Any]) -> CampaignSpecV2:
+    """A campaign document of either version (no ``version`` key: version 1).
+    Raises pydantic's ``ValidationError`` (a ValueError) or :class:`Invalid`."""
+    if raw.get("version", 1) == 1:
+        return from_v1(CampaignSpec.model_validate({k: v for k, v in raw.items()
+                                                    if k != "version"}))
+    return CampaignSpecV2.model_validate(raw)

@@ -1,0 +1,236 @@
+"""Request and response schemas of the public API (``XCreate`` in, ``XPublic`` out),
+kept apart from the ORM tables so the stored shape can change without breaking clients."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.model.ids import NODE_ID_PATTERN
+from testbed_common.states import NodeHealth, RunState
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UserCreate(_In):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,64}$")
+    is_admin: bool = False
+    projects: list[str] = []
+    #: Token lifetime in days; none means it never expires.
+    token_days: float | None = Field(None, gt=0)
+
+
+class UserToken(BaseModel):
+    user: str
+    token: str
+    expires_at: datetime | None
+
+
+class ProjectCreate(_In):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,64}$")
+
+
+class ProjectPublic(BaseModel):
+    name: str
+    members: list[str]
+
+
+class NodeCreate(_In):
+    id: str = Field(pattern=NODE_ID_PATTERN, examples=["se-01"])
+    country: str = Field(pattern=r"^[A-Z]{2}$", examples=["SE"])
+    timezone: str = Field("UTC", examples=["Europe/Stockholm"])
+    model: str = "unknown"
+    architecture: str = "unknown"
+    mobility: str = Field("stationary", pattern=r"^(stationary|mobile)$")
+    tags: list[str] = []
+
+
+class InterfacePublic(BaseModel):
+    name: str
+    mcc_mnc: str
+    operator: str
+    rat: str | None
+    address: str | None
+    up: bool
+    rx_bytes: int
+    tx_bytes: int
+    updated_at: datetime
+
+
+class NodePublic(BaseModel):
+    id: str
+    health: NodeHealth
+    country: str
+    timezone: str
+    model: str
+    architecture: str
+    mobility: str
+    tags: list[str]
+    maintenance: bool
+    agent_version: str | None
+    registered_at: datetime | None
+    last_heartbeat_at: datetime | None
+    clock_offset_s: float | None
+    disk_free_bytes: int | None
+    spooled_bundles: int
+    interfaces: list[InterfacePublic]
+
+
+class NodeCreated(BaseModel):
+    node: NodePublic
+    #: Shown once: give it to the node's agent (TESTBED_NODE_TOKEN).
+    token: str
+
+
+class MaintenanceUpdate(_In):
+    maintenance: bool
+    reason: str = "set by an operator"
+
+
+class RunCreate(_In):
+    experiment: str
+    node: str
+    interface: str
+    parameters: dict[str, Any] = {}
+    project: str = "default"
+    #: Earliest start; default now. The run gets the first free slot after it.
+    not_before: datetime | None = None
+
+
+class RunEventPublic(BaseModel):
+    state: RunState
+    reason: str
+    source: str
+    at: datetime
+
+
+class RunPublic(BaseModel):
+    id: str
+    campaign: str | None
+    project: str
+    node: str
+    interface: str
+    experiment: str
+    experiment_version: int
+    image: str
+    parameters: dict[str, Any]
+    not_before: datetime
+    deadline: datetime
+    forecast_bytes: int
+    state: RunState
+    reason: str
+    state_at: datetime
+    bundle_sha256: str | None
+    #: Quota: the SIM (MCC-MNC) reserved against, the reservation, what the agent
+    #: measured and what the ledger charged at settlement (None until then).
+    mcc_mnc: str | None = None
+    reserved_bytes: int | None = None
+    measured_bytes: int | None = None
+    charged_bytes: int | None = None
+    #: The campaign session (window's nominal start, campaign time) it belongs to.
+    session: datetime | None = None
+    events: list[RunEventPublic] = []
+
+
+class RunCancel(_In):
+    reason: str = Field("cancelled by user", min_length=1, max_length=500)
+
+
+class ExperimentPublic(BaseModel):
+    name: str
+    version: int
+    description: str
+    image: str
+    parameters: dict[str, Any]
+    result: dict[str, Any]
+    duration_s: str
+    data_volume_bytes: str
+
+
+class DecisionPublic(BaseModel):
+    """Why sessions were not booked: ``deferred`` (may run after a re-plan),
+    ``skipped`` (that occurrence will not run) or ``rejected`` (fix the spec or quota)."""
+
+    kind: str
+    code: str
+    message: str
+    node: str | None = None
+    interface: str | None = None
+    mcc_mnc: str | None = None
+    count: int = 1
+    first: datetime | None = None
+    last: datetime | None = None
+
+
+class CampaignPublic(BaseModel):
+    id: str
+    name: str
+    project: str
+    created_at: datetime
+    runs: list[RunPublic]
+    #: Messages of the skipped and rejected decisions (kept for older clients).
+    skipped: list[str]
+    spec: dict[str, Any]
+    planned_at: datetime | None = None
+    decisions: list[DecisionPublic] = []
+
+
+class QuotaUpdate(_In):
+    #: Monthly data cap of the SIM, bytes (both directions).
+    cap_bytes: int = Field(ge=0)
+    #: Day of month the cap resets, node local time; 29-31 mean "or the last day".
+    reset_day: int = Field(1, ge=1, le=31)
+    #: Share of the cap kept free of reservations (0.05: booking stops at 95 %).
+    margin: float = Field(0.05, ge=0, lt=1)
+
+
+class SimQuotaPublic(BaseModel):
+    node: str
+    interface: str
+    mcc_mnc: str | None
+    operator: str | None
+    #: "configured" (set for this SIM), "default" (settings.scheduling), or "none"
+    #: (nothing is booked on it).
+    source: str
+    limit: int | None  # the cap, bytes
+    usable: int | None  # the cap less the margin
+    reset_day: int | None
+    margin: float | None
+    used: int
+    reserved: int
+    remaining: int | None
+    overrun: int
+    period_start: datetime | None
+    period_end: datetime | None
+
+
+class ProjectQuotaPublic(BaseModel):
+    project: str
+    limit: int | None  # the budget, bytes; None: unlimited
+    used: int
+    reserved: int
+    remaining: int | None
+    overrun: int
+
+
+class QuotasPublic(BaseModel):
+    sims: list[SimQuotaPublic]
+    projects: list[ProjectQuotaPublic]
+
+
+class BudgetUpdate(_In):
+    #: Bytes the project may move over its lifetime, all SIMs; None: unlimited.
+    budget_bytes: int | None = Field(ge=0)
+
+
+class PlanPublic(BaseModel):
+    """What one planning pass did."""
+
+    planned_at: datetime
+    campaigns: int
+    runs_booked: int
+    decisions: int

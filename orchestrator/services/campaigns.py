@@ -1,0 +1,80 @@
+"""Campaigns: a spec (version 1 or 2) accepted, planned at once, and re-planned later.
+
+Submitting plans every campaign in the same unit of work as storing the new one, so the
+reply shows the runs booked and the decisions made (deferred, skipped, rejected, with
+reasons). A campaign nothing of which can ever run (its selection matches no SIM, its
+window never occurs, every SIM's cap is below one session) is refused with those
+reasons and nothing is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import Invalid, NotFound
+from orchestrator.model.ids import new_campaign_id
+from orchestrator.schemas import CampaignPublic, DecisionPublic
+from orchestrator.services.auth import Principal
+from orchestrator.services.context import Context
+from orchestrator.services.planning import parse_spec, replan_in
+from orchestrator.services.runs import runs_of
+from orchestrator.services.users import project_for
+from orchestrator.store.tables import Campaign, Project, Run
+
+__all__ = ["get_campaign", "parse_spec", "submit_campaign"]
+
+
+def submit_campaign(ctx: Context, principal: Principal, raw: dict[str, Any]) -> CampaignPublic:
+    spec = parse_spec(raw)
+    now = ctx.clock.now()
+    with ctx.plan_lock, ctx.db.session() as s:
+        project = project_for(s, principal, spec.project)
+        campaign = Campaign(
+            id=new_campaign_id(now),
+            name=spec.name,
+            project_id=project.id,
+            created_by=principal.user_id,
+            spec=spec.model_dump(mode="json"),
+            created_at=now,
+            planned_at=now,
+            decisions=[],
+        )
+        s.add(campaign)
+        s.flush()
+        replan_in(ctx, s, now)
+        booked = s.scalar(select(func.count()).select_from(Run)
+                          .where(Run.campaign_id == campaign.id)) or 0
+        decisions = campaign.decisions or []
+        rejected = [d["message"] for d in decisions if d["kind"] == "rejected"]
+        if not booked and rejected and not any(d["kind"] == "deferred" for d in decisions):
+            raise Invalid("campaign refused, nothing in it can ever run: " + "; ".join(rejected))
+        return _public(s, campaign, project.name)
+
+
+def _public(s: Session, campaign: Campaign, project: str) -> CampaignPublic:
+    ids = s.scalars(select(Run.id).where(Run.campaign_id == campaign.id)).all()
+    decisions = [DecisionPublic.model_validate(d) for d in campaign.decisions or []]
+    return CampaignPublic(
+        id=campaign.id,
+        name=campaign.name,
+        project=project,
+        created_at=campaign.created_at,
+        runs=runs_of(s, list(ids)),
+        skipped=[d.message for d in decisions if d.kind != "deferred"],
+        spec=campaign.spec,
+        planned_at=campaign.planned_at,
+        decisions=decisions,
+    )
+
+
+def get_campaign(ctx: Context, campaign_id: str) -> CampaignPublic:
+    with ctx.db.session() as s:
+        campaign = s.get(Campaign, campaign_id)
+        if campaign is None:
+            raise NotFound(f"no campaign {campaign_id!r}")
+        project = s.get(Project, campaign.project_id)
+        assert project is not None
+        return _public(s, campaign, project.name)

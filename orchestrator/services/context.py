@@ -1,0 +1,35 @@
+"""What every service needs, built once by the app factory or the CLI and passed in."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from orchestrator.archive.store import Archive
+from orchestrator.catalogue.manifest import Manifest
+from orchestrator.model.clock import Clock
+from orchestrator.settings import Settings
+from orchestrator.store.db import Database
+from orchestrator.timeseries.lineprotocol import TimeSeriesSink
+
+
+@dataclass
+class Context:
+    settings: Settings
+    db: Database
+    catalogue: dict[str, Manifest]
+    clock: Clock
+    archive: Archive
+    #: When this orchestrator process started. Silence from nodes is only counted from
+    #: here: after a long orchestrator outage, nodes get a full offline threshold to
+    #: heartbeat again before their runs are failed.
+    started_at: datetime
+    #: Where results go as time series; None when no store is configured.
+    timeseries: TimeSeriesSink | None = None
+    #: One planning pass at a time in this process (the planner reads the calendar and
+    #: writes runs; two passes at once would book the same session twice).
+    plan_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Set by services when a re-plan is due soon (a run failed, a node or quota
+    #: changed); the planner loop clears it.
+    replan_wanted: threading.Event = field(default_factory=threading.Event)

@@ -1,0 +1,201 @@
+"""Node provisioning, registration and heartbeats.
+
+A heartbeat is the node's only chance to receive work (it sits behind NAT), so the
+reply carries every run it should hold: newly due runs (prefetched a few heartbeats
+ahead, as MONROE nodes did) and runs already assigned, in case an earlier reply was lost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import Conflict, Invalid, NotFound
+from orchestrator.model.ids import new_token
+from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
+from orchestrator.services.auth import Principal, authenticate_node, hash_token
+from orchestrator.services.context import Context
+from orchestrator.services.runs import transition
+from orchestrator.services.views import node_public
+from orchestrator.store.tables import Interface, Node, Run
+from testbed_common import wire
+from testbed_common.states import RunState
+
+#: Runs due within this many heartbeat intervals are handed out early (prefetch), so a
+#: node can pull the image and start on time even if one heartbeat is lost.
+PREFETCH_BEATS = 3
+ACTIVE_ON_NODE = (RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING)
+
+
+def create_node(ctx: Context, principal: Principal, body: NodeCreate) -> NodeCreated:
+    principal.require_admin()
+    _check_timezone(body.timezone)
+    token = new_token()
+    now = ctx.clock.now()
+    with ctx.db.session() as s:
+        if s.get(Node, body.id) is not None:
+            raise Conflict(f"node {body.id!r} already exists; pick another id")
+        node = Node(
+            id=body.id,
+            token_hash=hash_token(token),
+            country=body.country,
+            timezone=body.timezone,
+            model=body.model,
+            architecture=body.architecture,
+            mobility=body.mobility,
+            tags=body.tags,
+            created_at=now,
+            interfaces=[],
+        )
+        s.add(node)
+        s.flush()
+        public = node_public(node, now, ctx.settings.health)
+    return NodeCreated(node=public, token=token)
+
+
+def _check_timezone(name: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise Invalid(f"unknown time zone {name!r}; use an IANA name like Europe/Stockholm") from e
+
+
+def list_nodes(ctx: Context) -> list[NodePublic]:
+    now = ctx.clock.now()
+    with ctx.db.session() as s:
+        nodes = s.scalars(select(Node).order_by(Node.id)).all()
+        return [node_public(n, now, ctx.settings.health) for n in nodes]
+
+
+def get_node(ctx: Context, node_id: str) -> NodePublic:
+    with ctx.db.session() as s:
+        node = s.get(Node, node_id)
+        if node is None:
+            raise NotFound(f"no node {node_id!r}; list them with `testbed node list`")
+        return node_public(node, ctx.clock.now(), ctx.settings.health)
+
+
+def set_maintenance(
+    ctx: Context, principal: Principal, node_id: str, body: MaintenanceUpdate
+) -> NodePublic:
+    principal.require_admin()
+    with ctx.db.session() as s:
+        node = s.get(Node, node_id)
+        if node is None:
+            raise NotFound(f"no node {node_id!r}")
+        node.maintenance = body.maintenance
+        public = node_public(node, ctx.clock.now(), ctx.settings.health)
+    ctx.replan_wanted.set()
+    return public
+
+
+def _update_interfaces(
+    s: Session, node: Node, reports: list[wire.InterfaceReport], now: datetime
+) -> None:
+    current = {i.name: i for i in node.interfaces}
+    for r in reports:
+        row = current.get(r.name)
+        if row is None:
+            row = Interface(
+                node_id=node.id,
+                name=r.name,
+                mcc_mnc=r.operator.mcc_mnc,
+                operator_name=r.operator.name,
+                updated_at=now,
+            )
+            node.interfaces.append(row)
+        row.mcc_mnc = r.operator.mcc_mnc
+        row.operator_name = r.operator.name
+        row.rat = r.rat
+        row.address = r.address
+        row.up = r.up
+        row.rx_bytes = r.rx_bytes
+        row.tx_bytes = r.tx_bytes
+        row.updated_at = now
+
+
+def register(ctx: Context, token: str | None, body: wire.Registration) -> wire.RegistrationReply:
+    now = ctx.clock.now()
+    with ctx.db.session() as s:
+        node = authenticate_node(s, token)
+        node.agent_version = body.agent_version
+        node.model = body.model if body.model != "unknown" else node.model
+        node.architecture = (
+            body.architecture if body.architecture != "unknown" else node.architecture
+        )
+        node.registered_at = now
+        node.last_heartbeat_at = now
+        _update_interfaces(s, node, body.interfaces, now)
+        active = s.scalars(
+            select(Run.id).where(Run.node_id == node.id, Run.state.in_(ACTIVE_ON_NODE))
+        ).all()
+        return wire.RegistrationReply(
+            node_id=node.id,
+            heartbeat_interval_s=ctx.settings.health.heartbeat_interval_s,
+            active_run_ids=list(active),
+        )
+
+
+def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.HeartbeatReply:
+    now = ctx.clock.now()
+    interval = ctx.settings.health.heartbeat_interval_s
+    with ctx.db.session() as s:
+        node = authenticate_node(s, token)
+        node.last_heartbeat_at = now
+        node.clock_offset_s = body.clock_offset_s
+        node.disk_free_bytes = body.disk_free_bytes
+        node.spooled_bundles = body.spooled_bundles
+        _update_interfaces(s, node, body.interfaces, now)
+        assignments: list[wire.Assignment] = []
+        if not node.maintenance:
+            horizon = now + timedelta(seconds=interval * PREFETCH_BEATS)
+            due = s.scalars(
+                select(Run)
+                .where(
+                    Run.node_id == node.id,
+                    Run.state.in_((RunState.SCHEDULED, RunState.ASSIGNED)),
+                    Run.not_before <= horizon,
+                )
+                .order_by(Run.not_before)
+            ).all()
+            for run in due:
+                if run.state == RunState.SCHEDULED:
+                    transition(
+                        s,
+                        run,
+                        RunState.ASSIGNED,
+                        "handed to the node on heartbeat",
+                        source="orchestrator",
+                        at=now,
+                    )
+                assignments.append(
+                    wire.Assignment(
+                        run_id=run.id,
+                        experiment=run.experiment,
+                        image=run.image,
+                        parameters=run.parameters,
+                        interface=run.interface,
+                        not_before=run.not_before,
+                        deadline=run.deadline,
+                        max_bytes=run.forecast_bytes,
+                    )
+                )
+        cancel: list[str] = []
+        if body.running_run_ids:
+            held = s.scalars(select(Run).where(Run.id.in_(body.running_run_ids))).all()
+            cancel = [
+                r.id
+                for r in held
+                if r.node_id != node.id
+                or RunState(r.state) in (RunState.CANCELLED, RunState.FAILED, RunState.EXPIRED)
+            ]
+        return wire.HeartbeatReply(
+            server_time=now,
+            heartbeat_interval_s=interval,
+            assignments=assignments,
+            cancel_run_ids=cancel,
+        )

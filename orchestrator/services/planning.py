@@ -1,0 +1,254 @@
+"""The campaign planner against the database: a snapshot in, runs and decisions out.
+
+``orchestrator.scheduling.planner.plan`` is pure; this module builds its
+:class:`Snapshot` from the state database (nodes and their SIMs, node health, every
+held run, each campaign's past sessions, the quota ledger, measured link rates, the
+catalogue), writes the plan's bookings as ``Run`` rows (one per interface, each with
+its session key and quota reservation) and stores each campaign's decisions.
+
+Held runs are fixed: a re-plan only adds bookings around them, so it is safe to run at
+any time (on a timer, after a run fails, a node changes health or a quota changes).
+One pass at a time per process (``ctx.plan_lock``); replicas sharing a database would
+need a database lock as well (not done yet).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import Invalid
+from orchestrator.model.ids import CampaignId, NodeId, new_run_id
+from orchestrator.scheduling.forecast import LinkHistory, RatePolicy
+from orchestrator.scheduling.planner import (
+    CalendarEntry,
+    Decision,
+    EntryStatus,
+    Plan,
+    SessionKey,
+    Snapshot,
+    plan,
+)
+from orchestrator.scheduling.planner import (
+    Campaign as PlanCampaign,
+)
+from orchestrator.scheduling.selection import NodeFacts, SimFacts
+from orchestrator.scheduling.spec import CampaignSpecV2, parse_campaign
+from orchestrator.schemas import PlanPublic
+from orchestrator.services import quotas
+from orchestrator.services.context import Context
+from orchestrator.services.runs import BOOKED
+from orchestrator.services.views import health_of
+from orchestrator.store.tables import Campaign, Node, Run, RunEvent
+from testbed_common.states import NodeHealth, RunState
+
+log = logging.getLogger(__name__)
+
+#: A session with a run in one of these states is not booked again.
+FINISHED = (RunState.UPLOADING, RunState.DONE, RunState.CANCELLED)
+#: Runs in these states free their session to be booked again (while attempts last).
+RETRIED = (RunState.FAILED, RunState.EXPIRED)
+#: Measured rates older than this are not used for forecasts, days.
+HISTORY_DAYS = 30
+
+
+def parse_spec(raw: Any) -> CampaignSpecV2:
+    """A campaign document of either version, or :class:`Invalid` saying what is wrong
+    (selection errors show the position with a caret; recurrence errors say why)."""
+    if not isinstance(raw, dict):
+        raise Invalid("campaign spec must be a mapping (YAML or JSON object)")
+    try:
+        return parse_campaign(raw)
+    except ValidationError as e:
+        fields = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors()
+        )
+        raise Invalid(f"campaign spec: {fields}") from e
+
+
+def session_key(run: Run) -> SessionKey | None:
+    if run.campaign_id is None or run.session_occurrence is None:
+        return None
+    ifaces = tuple((run.session_interfaces or run.interface).split(","))
+    return SessionKey(CampaignId(run.campaign_id), run.session_occurrence,
+                      NodeId(run.node_id), ifaces)
+
+
+def unavailable_nodes(ctx: Context, nodes: Sequence[Node], now: datetime) -> dict[NodeId, str]:
+    out: dict[NodeId, str] = {}
+    for n in nodes:
+        health = health_of(n, now, ctx.settings.health)
+        if health == NodeHealth.MAINTENANCE:
+            out[NodeId(n.id)] = "in maintenance"
+        elif health == NodeHealth.OFFLINE:
+            last = n.last_heartbeat_at.isoformat() if n.last_heartbeat_at else "never"
+            out[NodeId(n.id)] = f"offline, last heartbeat {last}"
+        elif health == NodeHealth.NEW:
+            out[NodeId(n.id)] = "its agent has never registered"
+    return out
+
+
+def availability(ctx: Context) -> frozenset[tuple[str, str]]:
+    """Which nodes may not be booked now, and why: the planner loop re-plans when this
+    changes (a node went offline or came back)."""
+    with ctx.db.session() as s:
+        nodes = s.scalars(select(Node)).all()
+        return frozenset(unavailable_nodes(ctx, nodes, ctx.clock.now()).items())
+
+
+def _calendar(ctx: Context, s: Session, campaign_ids: Sequence[str]) -> list[CalendarEntry]:
+    planned = set(campaign_ids)
+    entries: list[CalendarEntry] = []
+    for run in s.scalars(select(Run).where(Run.state.in_(BOOKED))).all():
+        key = session_key(run)
+        owner = f"run {run.id}" + (f" of campaign {run.campaign_id}" if run.campaign_id else "")
+        entries.append(CalendarEntry(
+            NodeId(run.node_id), run.not_before, run.deadline, owner, EntryStatus.HELD,
+            key if key is not None and key.campaign in planned else None))
+    if not planned:
+        return entries
+    past = s.scalars(select(Run).where(
+        Run.campaign_id.in_(planned), Run.session_occurrence.is_not(None),
+        Run.state.not_in(BOOKED))).all()
+    # Every attempt books the whole session, so its first run (step 0 of repetition 0
+    # on the first interface) counts the attempts.
+    attempts: dict[SessionKey, int] = defaultdict(int)
+    for run in past:
+        key = session_key(run)
+        if (key is not None and run.step == 0 and run.repetition == 0
+                and run.interface == key.interfaces[0]):
+            attempts[key] += 1
+    limit = ctx.settings.scheduling.session_attempts
+    for run in past:
+        key = session_key(run)
+        assert key is not None
+        if RunState(run.state) in RETRIED and attempts[key] < limit:
+            status = EntryStatus.FAILED
+        else:  # finished, or failed as often as allowed: not booked again
+            status = EntryStatus.DONE
+        entries.append(CalendarEntry(NodeId(run.node_id), run.not_before, run.deadline,
+                                     f"run {run.id}", status, key))
+    return entries
+
+
+def _history(s: Session, now: datetime) -> LinkHistory:
+    rates: dict[tuple[NodeId, str], list[float]] = defaultdict(list)
+    rows = s.execute(
+        select(Run.node_id, Run.mcc_mnc, Run.measured_rate_bps)
+        .where(Run.measured_rate_bps.is_not(None), Run.mcc_mnc.is_not(None),
+               Run.not_before >= now - timedelta(days=HISTORY_DAYS))
+        .order_by(Run.not_before)
+    ).all()
+    for node_id, mcc_mnc, rate in rows:
+        if mcc_mnc is not None and rate is not None:
+            rates[(NodeId(node_id), mcc_mnc)].append(float(rate))
+    return LinkHistory(dict(rates))
+
+
+def build_snapshot(ctx: Context, s: Session, now: datetime,
+                   campaign_ids: Sequence[str]) -> Snapshot:
+    nodes = s.scalars(select(Node).order_by(Node.id)).all()
+    facts = [
+        NodeFacts(
+            id=NodeId(n.id), country=n.country, timezone=n.timezone, model=n.model,
+            architecture=n.architecture, mobility=n.mobility,
+            tags=frozenset(str(t) for t in n.tags),
+            sims=tuple(SimFacts(i.name, i.mcc_mnc, i.operator_name)
+                       for i in n.interfaces if i.up),
+        )
+        for n in nodes
+    ]
+    sched = ctx.settings.scheduling
+    return Snapshot(
+        now=now,
+        nodes=facts,
+        catalogue=ctx.catalogue,
+        quotas=quotas.ledger_state(s, ctx.settings, nodes),
+        history=_history(s, now),
+        calendar=_calendar(ctx, s, campaign_ids),
+        unavailable=unavailable_nodes(ctx, nodes, now),
+        padding_s=sched.padding_s,
+        rates=RatePolicy(default_rate_bps=sched.default_rate_bps),
+    )
+
+
+def decision_doc(d: Decision) -> dict[str, Any]:
+    return {
+        "kind": d.kind.value, "code": d.code.value, "message": d.message,
+        "node": d.node, "interface": d.sim.interface if d.sim else None,
+        "mcc_mnc": d.sim.mcc_mnc if d.sim else None, "count": d.count,
+        "first": d.first.isoformat() if d.first else None,
+        "last": d.last.isoformat() if d.last else None,
+    }
+
+
+def _write_bookings(ctx: Context, s: Session, result: Plan, rows: dict[str, Campaign],
+                    now: datetime) -> int:
+    written = 0
+    for b in result.bookings():
+        row = rows[b.session.campaign]
+        manifest = ctx.catalogue[b.experiment]
+        occurrence = b.session.occurrence
+        for iface, r in zip(b.interfaces, b.reservations, strict=True):
+            reason = (f"booked by the planner for {b.start.isoformat()} on {b.node}/{iface}: "
+                      f"campaign {row.name!r}, session {occurrence:%Y-%m-%d %H:%M}, step "
+                      f"{b.step}, repetition {b.repetition}")
+            run = Run(
+                id=new_run_id(b.start), campaign_id=row.id, project_id=row.project_id,
+                created_by=row.created_by, node_id=b.node, interface=iface,
+                experiment=manifest.name, experiment_version=manifest.version,
+                image=manifest.image, parameters=dict(b.parameters), not_before=b.start,
+                deadline=b.end, forecast_bytes=r.nbytes, state=RunState.SCHEDULED.value,
+                state_reason=reason, state_at=now, created_at=now, mcc_mnc=r.sim.mcc_mnc,
+                reserved_bytes=r.nbytes, reservation_period=r.period_start,
+                session_occurrence=occurrence, session_interfaces=",".join(b.session.interfaces),
+                step=b.step, repetition=b.repetition,
+            )
+            s.add(run)
+            s.add(RunEvent(run_id=run.id, state=run.state, reason=reason,
+                           source="orchestrator", at=now))
+            written += 1
+    return written
+
+
+def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
+    """Plan every planner-managed campaign inside the caller's unit of work (the caller
+    holds ``ctx.plan_lock``)."""
+    rows = {r.id: r for r in s.scalars(select(Campaign).where(Campaign.planned_at.is_not(None)))}
+    campaigns: list[PlanCampaign] = []
+    for row in rows.values():
+        try:
+            spec = parse_spec(row.spec)
+        except Invalid as e:  # stored before a validation rule tightened: say so
+            log.error("campaign %s cannot be planned: %s", row.id, e)
+            continue
+        # Whole seconds: the planner names sessions by their window's start in seconds.
+        campaigns.append(PlanCampaign(CampaignId(row.id), spec,
+                                      row.created_at.replace(microsecond=0)))
+    snapshot = build_snapshot(ctx, s, now, [c.id for c in campaigns])
+    result = plan(snapshot, campaigns,
+                  horizon=timedelta(seconds=ctx.settings.scheduling.horizon_s))
+    booked = _write_bookings(ctx, s, result, rows, now)
+    by_campaign: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for d in result.decisions:
+        by_campaign[d.campaign].append(decision_doc(d))
+    for c in campaigns:
+        rows[c.id].decisions = by_campaign.get(c.id, [])
+        rows[c.id].planned_at = now
+    s.flush()
+    return PlanPublic(planned_at=now, campaigns=len(campaigns), runs_booked=booked,
+                      decisions=len(result.decisions))
+
+
+def replan(ctx: Context) -> PlanPublic:
+    """One planning pass in its own unit of work."""
+    ctx.replan_wanted.clear()
+    with ctx.plan_lock, ctx.db.session() as s:
+        return replan_in(ctx, s, ctx.clock.now())

@@ -1,0 +1,104 @@
+"""Ends runs that can no longer end by themselves, each with a stated reason.
+
+- a run whose node went offline while holding it fails (bounded by the offline
+  threshold), except while uploading: its bundle waits in the node's spool;
+- a run still active past its deadline plus a grace fails;
+- a scheduled run never picked up expires;
+- a run waiting for its bundle longer than ``upload_wait_s`` fails.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from orchestrator.model.health import node_health
+from orchestrator.services.context import Context
+from orchestrator.services.nodes import ACTIVE_ON_NODE
+from orchestrator.services.runs import transition
+from orchestrator.store.tables import Node, Run
+from testbed_common.states import NodeHealth, RunState
+
+
+def node_silent(ctx: Context, node: Node, now: datetime) -> NodeHealth:
+    """Health as the reaper judges it: silence counted from the orchestrator's start at
+    the earliest, since a node cannot heartbeat to an orchestrator that is down."""
+    last = node.last_heartbeat_at
+    effective = max(last, ctx.started_at) if last is not None else None
+    return node_health(
+        now=now,
+        last_heartbeat=effective,
+        maintenance=node.maintenance,
+        interval_s=ctx.settings.health.heartbeat_interval_s,
+        stale_after_beats=ctx.settings.health.stale_after_beats,
+        offline_after_beats=ctx.settings.health.offline_after_beats,
+    )
+
+
+def reap(ctx: Context) -> int:
+    """One pass; returns how many runs it ended."""
+    now = ctx.clock.now()
+    health = ctx.settings.health
+    grace = timedelta(seconds=health.deadline_grace_s)
+    expire = timedelta(seconds=ctx.settings.scheduling.expire_after_s)
+    ended = 0
+    with ctx.db.session() as s:
+        for run in s.scalars(select(Run).where(Run.state.in_(ACTIVE_ON_NODE))).all():
+            node = s.get(Node, run.node_id)
+            assert node is not None
+            if node_silent(ctx, node, now) == NodeHealth.OFFLINE:
+                last = node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else "never"
+                transition(
+                    s,
+                    run,
+                    RunState.FAILED,
+                    f"node {node.id} went offline during the run (last heartbeat {last}); "
+                    "agent or its link lost",
+                    source="orchestrator",
+                    at=now,
+                )
+                ended += 1
+            elif now > max(run.deadline, ctx.started_at) + grace:
+                transition(
+                    s,
+                    run,
+                    RunState.FAILED,
+                    f"no end reported by the deadline ({run.deadline.isoformat()}) plus "
+                    f"{health.deadline_grace_s:.0f} s grace",
+                    source="orchestrator",
+                    at=now,
+                )
+                ended += 1
+        overdue = s.scalars(
+            select(Run).where(Run.state == RunState.SCHEDULED, Run.not_before < now - expire)
+        ).all()
+        for run in overdue:
+            transition(
+                s,
+                run,
+                RunState.EXPIRED,
+                f"node {run.node_id} did not pick the run up within "
+                f"{expire.total_seconds():.0f} s of its slot",
+                source="orchestrator",
+                at=now,
+            )
+            ended += 1
+        wait = timedelta(seconds=health.upload_wait_s)
+        stuck = s.scalars(
+            select(Run).where(Run.state == RunState.UPLOADING, Run.state_at < now - wait)
+        ).all()
+        for run in stuck:
+            transition(
+                s,
+                run,
+                RunState.FAILED,
+                f"bundle never arrived within {wait.total_seconds() / 86400:.1f} days of the "
+                "run's end",
+                source="orchestrator",
+                at=now,
+            )
+            ended += 1
+    if ended:
+        ctx.replan_wanted.set()  # failed and expired sessions may be booked again
+    return ended

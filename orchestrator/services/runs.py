@@ -1,0 +1,231 @@
+"""Runs: booking, the checked state machine, and what users and agents say about them.
+
+Every state change goes through :func:`transition`, which refuses moves the lifecycle
+does not allow (a final state is never overwritten) and records a timestamped, explained
+event. A late or duplicate agent report therefore cannot resurrect a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from orchestrator.catalogue.manifest import Manifest
+from orchestrator.errors import Conflict, Invalid, NotFound
+from orchestrator.model.ids import new_run_id
+from orchestrator.scheduling.slots import Slot, first_free_start
+from orchestrator.schemas import RunCancel, RunCreate, RunPublic
+from orchestrator.services import quotas
+from orchestrator.services.auth import Principal, authenticate_node
+from orchestrator.services.context import Context
+from orchestrator.services.users import project_for
+from orchestrator.services.views import run_public
+from orchestrator.store.tables import Node, Project, Run, RunEvent
+from testbed_common import wire
+from testbed_common.states import FINAL_STATES, RunState, can_move
+
+#: States in which a run holds (or will hold) its node's time.
+BOOKED = (RunState.SCHEDULED, RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING)
+
+
+def transition(
+    s: Session, run: Run, target: RunState, reason: str, *, source: str, at: datetime
+) -> None:
+    current = RunState(run.state)
+    if not can_move(current, target):
+        raise Conflict(
+            f"run {run.id} is {current.value} ({run.state_reason}); it cannot become "
+            f"{target.value}",
+            state=current.value,
+        )
+    if target in FINAL_STATES:
+        quotas.settle(s, run, at=at)  # before the move: it looks at where the run was
+    run.state = target.value
+    run.state_reason = reason
+    run.state_at = at
+    s.add(RunEvent(run_id=run.id, state=target.value, reason=reason, source=source, at=at))
+
+
+def _manifest(ctx: Context, name: str) -> Manifest:
+    manifest = ctx.catalogue.get(name)
+    if manifest is None:
+        raise Invalid(f"unknown experiment {name!r}; the catalogue has {sorted(ctx.catalogue)}")
+    return manifest
+
+
+def node_busy(s: Session, node_id: str) -> list[Slot]:
+    rows = s.execute(
+        select(Run.not_before, Run.deadline).where(Run.node_id == node_id, Run.state.in_(BOOKED))
+    ).all()
+    return [Slot(a, b) for a, b in rows]
+
+
+def book_run(
+    ctx: Context,
+    s: Session,
+    *,
+    principal: Principal,
+    project: Project,
+    experiment: str,
+    node_id: str,
+    interface: str,
+    parameters: dict[str, object],
+    earliest: datetime,
+    campaign_id: str | None = None,
+) -> Run:
+    """Validate and book one run in the first free slot of its node from ``earliest``."""
+    manifest = _manifest(ctx, experiment)
+    try:
+        resolved = manifest.resolve_parameters(parameters)
+    except ValueError as e:
+        raise Invalid(str(e)) from e
+    node = s.get(Node, node_id)
+    if node is None:
+        raise Invalid(f"unknown node {node_id!r}; list them with `testbed node list`")
+    names = [i.name for i in node.interfaces]
+    if interface not in names:
+        raise Invalid(
+            f"node {node_id!r} has no interface {interface!r}"
+            + (f"; it has {names}" if names else "; it has not registered yet")
+        )
+    duration_s, volume = manifest.forecast(resolved, ctx.settings.scheduling.default_rate_bps)
+    duration = timedelta(seconds=duration_s)
+    padding = timedelta(seconds=ctx.settings.scheduling.padding_s)
+    start = first_free_start(
+        node_busy(s, node_id), earliest=earliest, duration=duration, padding=padding
+    )
+    now = ctx.clock.now()
+    reservation = quotas.reserve(s, ctx.settings, node=node, interface=interface,
+                                 project=project, nbytes=volume, at=start,
+                                 holder=f"ad-hoc {experiment} on {node_id}/{interface}")
+    run = Run(
+        id=new_run_id(now),
+        campaign_id=campaign_id,
+        project_id=project.id,
+        created_by=principal.user_id,
+        node_id=node_id,
+        interface=interface,
+        experiment=manifest.name,
+        experiment_version=manifest.version,
+        image=manifest.image,
+        parameters=resolved,
+        not_before=start,
+        deadline=start + duration,
+        forecast_bytes=volume,
+        state=RunState.SCHEDULED.value,
+        state_reason=f"booked for {start.isoformat()} on {node_id}/{interface}",
+        state_at=now,
+        created_at=now,
+        mcc_mnc=reservation.sim.mcc_mnc,
+        reserved_bytes=reservation.nbytes,
+        reservation_period=reservation.period_start,
+    )
+    s.add(run)
+    s.add(
+        RunEvent(
+            run_id=run.id, state=run.state, reason=run.state_reason, source="orchestrator", at=now
+        )
+    )
+    s.flush()
+    return run
+
+
+def submit_run(ctx: Context, principal: Principal, body: RunCreate) -> RunPublic:
+    now = ctx.clock.now()
+    # The planner's lock: a planning pass reads the calendar and the ledger, so an
+    # ad-hoc booking committed in the middle of it could overlap or overbook.
+    with ctx.plan_lock, ctx.db.session() as s:
+        project = project_for(s, principal, body.project)
+        run = book_run(
+            ctx,
+            s,
+            principal=principal,
+            project=project,
+            experiment=body.experiment,
+            node_id=body.node,
+            interface=body.interface,
+            parameters=body.parameters,
+            earliest=max(now, body.not_before or now),
+        )
+        return run_public(run, project.name, with_events=True)
+
+
+def _project_names(s: Session) -> dict[int, str]:
+    return {pid: name for pid, name in s.execute(select(Project.id, Project.name)).all()}
+
+
+def list_runs(
+    ctx: Context,
+    *,
+    state: RunState | None = None,
+    node: str | None = None,
+    campaign: str | None = None,
+    limit: int = 200,
+) -> list[RunPublic]:
+    with ctx.db.session() as s:
+        q = select(Run).order_by(Run.not_before.desc()).limit(limit)
+        if state is not None:
+            q = q.where(Run.state == state.value)
+        if node is not None:
+            q = q.where(Run.node_id == node)
+        if campaign is not None:
+            q = q.where(Run.campaign_id == campaign)
+        names = _project_names(s)
+        return [run_public(r, names[r.project_id]) for r in s.scalars(q).all()]
+
+
+def runs_of(s: Session, ids: Sequence[str]) -> list[RunPublic]:
+    names = _project_names(s)
+    rows = s.scalars(select(Run).where(Run.id.in_(ids)).order_by(Run.not_before)).all()
+    return [run_public(r, names[r.project_id]) for r in rows]
+
+
+def get_run(ctx: Context, run_id: str) -> RunPublic:
+    with ctx.db.session() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise NotFound(f"no run {run_id!r}")
+        return run_public(run, _project_names(s)[run.project_id], with_events=True)
+
+
+def cancel_run(ctx: Context, principal: Principal, run_id: str, body: RunCancel) -> RunPublic:
+    with ctx.db.session() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise NotFound(f"no run {run_id!r}")
+        project = s.get(Project, run.project_id)
+        assert project is not None
+        project_for(s, principal, project.name)  # must be the caller's project
+        transition(
+            s,
+            run,
+            RunState.CANCELLED,
+            f"{body.reason} (by {principal.name})",
+            source="user",
+            at=ctx.clock.now(),
+        )
+        return run_public(run, project.name, with_events=True)
+
+
+def report_state(ctx: Context, token: str | None, run_id: str, body: wire.StateReport) -> None:
+    """An agent's report about one of its runs."""
+    with ctx.db.session() as s:
+        node = authenticate_node(s, token)
+        run = s.get(Run, run_id)
+        if run is None or run.node_id != node.id:
+            raise NotFound(f"node {node.id!r} holds no run {run_id!r}")
+        if body.state == RunState.DONE:
+            raise Invalid("a run becomes done when its bundle is verified; report 'uploading'")
+        if RunState(run.state) == body.state:
+            return  # a retried report: already recorded
+        now = ctx.clock.now()
+        if body.measured_bytes is not None and run.measured_bytes is None:
+            run.measured_bytes = body.measured_bytes
+        transition(s, run, body.state, body.reason, source=f"node:{node.id}", at=now)
+        if body.state == RunState.UPLOADING:
+            quotas.settle(s, run, at=now)  # its traffic is over; the bundle may wait
+    if body.state in (RunState.FAILED, RunState.EXPIRED):
+        ctx.replan_wanted.set()  # its session may be booked again

@@ -1,0 +1,169 @@
+"""Resumable, idempotent bundle uploads (a small tus-like protocol).
+
+The agent declares size and SHA-256, then sends chunks at the offset the orchestrator
+says it holds; a cut connection resumes where the bytes stopped. When the last byte
+arrives the whole bundle is hashed, inspected (no traversal, links or bombs; manifest
+checksums match) and archived; a bundle already archived for the run is never stored
+again.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge
+from orchestrator.services.auth import authenticate_node
+from orchestrator.services.context import Context
+from orchestrator.services.results import rate_in_bundle
+from orchestrator.services.runs import transition
+from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
+from testbed_common import wire
+from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle
+from testbed_common.states import RunState
+
+
+def _run_of_node(s: Session, node: Node, run_id: str) -> Run:
+    run = s.get(Run, run_id)
+    if run is None or run.node_id != node.id:
+        raise NotFound(f"node {node.id!r} holds no run {run_id!r}")
+    return run
+
+
+def _status(run_id: str, up: Upload) -> wire.UploadStatus:
+    return wire.UploadStatus(
+        run_id=run_id, size=up.size, sha256=up.sha256, offset=up.offset, complete=up.complete
+    )
+
+
+def create_upload(
+    ctx: Context, token: str | None, run_id: str, body: wire.UploadCreate
+) -> wire.UploadStatus:
+    limit = ctx.settings.uploads.max_bundle_bytes
+    with ctx.db.session() as s:
+        node = authenticate_node(s, token)
+        run = _run_of_node(s, node, run_id)
+        if run.bundle_sha256 is not None:
+            if run.bundle_sha256 != body.sha256:
+                raise Conflict(
+                    f"run {run_id} already has an archived bundle ({run.bundle_sha256[:12]}); "
+                    "a different one cannot replace it"
+                )
+            return wire.UploadStatus(
+                run_id=run_id, size=body.size, sha256=body.sha256, offset=body.size, complete=True
+            )
+        if body.size > limit:
+            raise TooLarge(
+                f"bundle of {body.size} bytes is over the {limit}-byte limit; capture less "
+                "(shorter snap length) or raise TESTBED_UPLOADS__MAX_BUNDLE_BYTES"
+            )
+        now = ctx.clock.now()
+        up = s.get(Upload, run_id)
+        if up is None or up.sha256 != body.sha256 or up.size != body.size:
+            if up is None:
+                up = Upload(run_id=run_id, created_at=now, size=body.size, sha256=body.sha256)
+                s.add(up)
+            ctx.archive.reset_part(run_id)
+            up.size, up.sha256, up.offset, up.complete = body.size, body.sha256, 0, False
+            up.updated_at = now
+        return _status(run_id, up)
+
+
+def upload_status(ctx: Context, token: str | None, run_id: str) -> wire.UploadStatus:
+    with ctx.db.session() as s:
+        node = authenticate_node(s, token)
+        run = _run_of_node(s, node, run_id)
+        up = s.get(Upload, run_id)
+        if up is None:
+            raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
+        if run.bundle_sha256 == up.sha256:
+            up.complete = True
+        return _status(run_id, up)
+
+
+def append_chunk(
+    ctx: Context, token: str | None, run_id: str, offset: int, data: bytes
+) -> wire.UploadStatus:
+    if len(data) > ctx.settings.uploads.max_chunk_bytes:
+        raise TooLarge(
+            f"chunk of {len(data)} bytes is over {ctx.settings.uploads.max_chunk_bytes}; "
+            "send smaller chunks"
+        )
+    with ctx.db.session() as s:
+        node = authenticate_node(s, token)
+        run = _run_of_node(s, node, run_id)
+        up = s.get(Upload, run_id)
+        if up is None:
+            raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
+        if up.complete:
+            return _status(run_id, up)
+        if offset != up.offset:
+            raise Conflict(
+                f"upload of run {run_id} is at offset {up.offset}, not {offset}; resume there",
+                offset=up.offset,
+            )
+        if offset + len(data) > up.size:
+            raise Invalid(f"chunk ends at {offset + len(data)}, past the declared size {up.size}")
+        ctx.archive.write_part(run_id, offset, data)
+        up.offset = offset + len(data)
+        up.bytes_received += len(data)
+        up.updated_at = ctx.clock.now()
+        if up.offset == up.size:
+            _finalize(ctx, s, run, up)
+        return _status(run_id, up)
+
+
+def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
+    size, digest = ctx.archive.part_digest(run.id)
+    if digest != up.sha256 or size != up.size:
+        ctx.archive.reset_part(run.id)
+        up.offset = 0
+        raise Invalid(
+            f"bundle for run {run.id} hashed to {digest[:12]}, not the declared "
+            f"{up.sha256[:12]}: corrupted in transit; upload it again from offset 0"
+        )
+    data = ctx.archive.read_part(run.id)
+    limits = BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
+    try:
+        contents = inspect_bundle(data, limits)
+    except BundleError as e:
+        ctx.archive.reset_part(run.id)
+        up.offset = 0
+        raise Invalid(f"bundle for run {run.id} refused: {e}") from e
+    if contents.run_id != run.id or contents.node_id != run.node_id:
+        ctx.archive.reset_part(run.id)
+        up.offset = 0
+        raise Invalid(
+            f"bundle manifest names run {contents.run_id!r} on node {contents.node_id!r}, "
+            f"but it was uploaded for run {run.id} on {run.node_id}"
+        )
+    bundle = s.get(Bundle, up.sha256)
+    now = ctx.clock.now()
+    if bundle is None:
+        run_dir = ctx.archive.run_dir(campaign=run.campaign_id, node=run.node_id, run_id=run.id)
+        path = ctx.archive.store_bundle(
+            run_dir, data=data, sha256=up.sha256, manifest=contents.manifest
+        )
+        bundle = Bundle(
+            sha256=up.sha256,
+            size=up.size,
+            path=ctx.archive.relative(path),
+            files=len(contents.files),
+            stored_at=now,
+        )
+        s.add(bundle)
+        s.flush()
+    run.bundle_sha256 = bundle.sha256
+    run.measured_rate_bps = rate_in_bundle(ctx, run.experiment, data)
+    up.complete = True
+    ctx.archive.reset_part(run.id)
+    note = (
+        f"bundle {bundle.sha256[:12]} verified and archived ({len(contents.files)} files, "
+        f"{up.size} bytes)"
+    )
+    state = RunState(run.state)
+    if state in (RunState.UPLOADING, RunState.RUNNING):
+        if state == RunState.RUNNING:
+            transition(s, run, RunState.UPLOADING, "bundle arrived", source="orchestrator", at=now)
+        transition(s, run, RunState.DONE, note, source="orchestrator", at=now)
+    else:  # a failed run's logs, or a late bundle: kept, state unchanged
+        s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator", at=now))

@@ -1,0 +1,69 @@
+"""Users, their API tokens, and projects (who may book what)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import Conflict, NotFound
+from orchestrator.model.ids import new_token
+from orchestrator.schemas import ProjectCreate, ProjectPublic, UserCreate, UserToken
+from orchestrator.services.auth import Principal, hash_token
+from orchestrator.services.context import Context
+from orchestrator.store.tables import ApiToken, Project, ProjectMember, User
+
+DEFAULT_PROJECT = "default"
+
+
+def get_or_create_project(s: Session, name: str, ctx: Context) -> Project:
+    project = s.scalar(select(Project).where(Project.name == name))
+    if project is None:
+        project = Project(name=name, created_at=ctx.clock.now())
+        s.add(project)
+        s.flush()
+    return project
+
+
+def project_for(s: Session, principal: Principal, name: str) -> Project:
+    """The project ``name`` if ``principal`` may use it (admins may use any)."""
+    project = s.scalar(select(Project).where(Project.name == name))
+    if project is None:
+        raise NotFound(f"no project {name!r}; create it first (testbed project add {name})")
+    if not principal.is_admin:
+        member = s.get(ProjectMember, (project.id, principal.user_id))
+        if member is None:
+            raise NotFound(f"no project {name!r} among yours")
+    return project
+
+
+def create_project(ctx: Context, principal: Principal, body: ProjectCreate) -> ProjectPublic:
+    principal.require_admin()
+    with ctx.db.session() as s:
+        if s.scalar(select(Project).where(Project.name == body.name)) is not None:
+            raise Conflict(f"project {body.name!r} already exists")
+        get_or_create_project(s, body.name, ctx)
+    return ProjectPublic(name=body.name, members=[])
+
+
+def create_user(ctx: Context, principal: Principal, body: UserCreate) -> UserToken:
+    principal.require_admin()
+    now = ctx.clock.now()
+    token = new_token()
+    expires = now + timedelta(days=body.token_days) if body.token_days else None
+    with ctx.db.session() as s:
+        if s.scalar(select(User).where(User.name == body.name)) is not None:
+            raise Conflict(f"user {body.name!r} already exists; use a new name")
+        user = User(name=body.name, is_admin=body.is_admin, created_at=now)
+        s.add(user)
+        s.flush()
+        for pname in body.projects or [DEFAULT_PROJECT]:
+            project = get_or_create_project(s, pname, ctx)
+            s.add(ProjectMember(project_id=project.id, user_id=user.id))
+        s.add(
+            ApiToken(
+                user_id=user.id, token_hash=hash_token(token), created_at=now, expires_at=expires
+            )
+        )
+    return UserToken(user=body.name, token=token, expires_at=expires)

@@ -1,0 +1,2 @@
+"""Relational state: ORM tables, sessions and migrations (SQLite by default,
+PostgreSQL by URL)."""

@@ -1,0 +1,41 @@
+"""Engine and session factory. SQLite gets WAL and a busy timeout so the API, the
+reaper and CLI can share one file; PostgreSQL needs nothing special."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str) -> Engine:
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+    return engine
+
+
+class Database:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._factory = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: committed when the block ends, rolled back on error."""
+        with self._factory() as session, session.begin():
+            yield session

@@ -1,0 +1,245 @@
+"""ORM tables. One schema for SQLite and PostgreSQL; changed only through migrations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timestamps are stored in UTC and always come back timezone-aware (SQLite drops
+    the zone; comparing naive and aware datetimes is a bug waiting to happen)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UtcDateTime,
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+    }
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime | None]
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    user: Mapped[User] = relationship()
+
+
+class Project(Base):
+    __tablename__ = "projects"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    #: Bytes the project may move over its lifetime, all SIMs; NULL: unlimited.
+    budget_bytes: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class ProjectMember(Base):
+    __tablename__ = "project_members"
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
+
+
+class Node(Base):
+    __tablename__ = "nodes"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    country: Mapped[str] = mapped_column(String(2))
+    timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    model: Mapped[str] = mapped_column(String(64), default="unknown")
+    architecture: Mapped[str] = mapped_column(String(32), default="unknown")
+    mobility: Mapped[str] = mapped_column(String(16), default="stationary")
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    maintenance: Mapped[bool] = mapped_column(Boolean, default=False)
+    agent_version: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime]
+    registered_at: Mapped[datetime | None]
+    last_heartbeat_at: Mapped[datetime | None]
+    clock_offset_s: Mapped[float | None] = mapped_column(Float)
+    disk_free_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    spooled_bundles: Mapped[int] = mapped_column(Integer, default=0)
+    interfaces: Mapped[list[Interface]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="Interface.name"
+    )
+
+
+class Interface(Base):
+    """A modem interface (a SIM) of a node, as last reported by its agent."""
+
+    __tablename__ = "interfaces"
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(16), primary_key=True)
+    mcc_mnc: Mapped[str] = mapped_column(String(7))
+    operator_name: Mapped[str] = mapped_column(String(64))
+    rat: Mapped[str | None] = mapped_column(String(8))
+    address: Mapped[str | None] = mapped_column(String(64))
+    up: Mapped[bool] = mapped_column(Boolean, default=True)
+    rx_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    tx_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime]
+    node: Mapped[Node] = relationship(back_populates="interfaces")
+
+
+class SimQuota(Base):
+    """The data cap of a node's modem interface (its SIM), set by an operator. A quota
+    may be set before the agent reports the interface; it applies to whatever SIM the
+    interface holds (usage is kept per MCC-MNC, so a swapped SIM starts afresh)."""
+
+    __tablename__ = "sim_quotas"
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), primary_key=True)
+    interface: Mapped[str] = mapped_column(String(16), primary_key=True)
+    cap_bytes: Mapped[int] = mapped_column(BigInteger)
+    reset_day: Mapped[int] = mapped_column(Integer, default=1)
+    margin: Mapped[float] = mapped_column(Float, default=0.05)
+    updated_at: Mapped[datetime]
+
+
+class Campaign(Base):
+    __tablename__ = "campaigns"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    #: When the planner last planned it; NULL for campaigns booked before the planner
+    #: existed (they are never re-planned, so their runs are not booked twice).
+    planned_at: Mapped[datetime | None]
+    #: The last plan's decisions (deferred / skipped / rejected, with reasons).
+    decisions: Mapped[list[Any] | None] = mapped_column(JSON)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    campaign_id: Mapped[str | None] = mapped_column(ForeignKey("campaigns.id"))
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"))
+    interface: Mapped[str] = mapped_column(String(16))
+    experiment: Mapped[str] = mapped_column(String(64))
+    experiment_version: Mapped[int] = mapped_column(Integer)
+    image: Mapped[str] = mapped_column(String(256))
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON)
+    not_before: Mapped[datetime]
+    deadline: Mapped[datetime]
+    forecast_bytes: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(16))
+    state_reason: Mapped[str] = mapped_column(Text)
+    state_at: Mapped[datetime]
+    created_at: Mapped[datetime]
+    bundle_sha256: Mapped[str | None] = mapped_column(ForeignKey("bundles.sha256"))
+    #: When the run's results were written to the time-series store; NULL while waiting
+    #: (no bundle yet, or the store was down). Derived data: can be reset and rebuilt.
+    ingested_at: Mapped[datetime | None]
+    ingest_note: Mapped[str | None] = mapped_column(Text)
+    # The quota reservation (NULL for runs booked before quotas existed). The runs table
+    # is the ledger's journal: usage per SIM and period is summed from these columns.
+    mcc_mnc: Mapped[str | None] = mapped_column(String(7))
+    reserved_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    reservation_period: Mapped[datetime | None]
+    #: Bytes the agent measured on the interface (both directions), when reported.
+    measured_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    #: What the ledger charged when the reservation was settled (measured bytes; 0 for
+    #: a run that never started; the whole reservation when it ran but went unmeasured).
+    charged_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    settled_at: Mapped[datetime | None]
+    #: The link rate the run measured (TAT mean), bit/s: the planner's rate history.
+    measured_rate_bps: Mapped[float | None] = mapped_column(Float)
+    # The campaign session the run belongs to (the planner's SessionKey).
+    session_occurrence: Mapped[datetime | None]
+    session_interfaces: Mapped[str | None] = mapped_column(String(128))
+    step: Mapped[int | None] = mapped_column(Integer)
+    repetition: Mapped[int | None] = mapped_column(Integer)
+    events: Mapped[list[RunEvent]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="RunEvent.id"
+    )
+
+    __table_args__ = (
+        Index("ix_runs_node_state", "node_id", "state"),
+        Index("ix_runs_state", "state"),
+        Index("ix_runs_campaign", "campaign_id"),
+        Index("ix_runs_sim_period", "node_id", "interface", "reservation_period"),
+    )
+
+
+class RunEvent(Base):
+    """One timestamped, explained transition of a run; the run's history."""
+
+    __tablename__ = "run_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime]
+    run: Mapped[Run] = relationship(back_populates="events")
+
+
+class Upload(Base):
+    """A resumable upload of a run's bundle; bytes accumulate in a part file."""
+
+    __tablename__ = "uploads"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_received: Mapped[int] = mapped_column(BigInteger, default=0)
+    complete: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class Bundle(Base):
+    """An archived bundle, stored once by content hash however often it is uploaded."""
+
+    __tablename__ = "bundles"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    path: Mapped[str] = mapped_column(Text)
+    files: Mapped[int] = mapped_column(Integer)
+    stored_at: Mapped[datetime]

@@ -1,0 +1,202 @@
+"""InfluxDB client over the v1 HTTP API: ``/write`` line protocol, ``/query`` InfluxQL.
+
+Only the v1 API: Debian's InfluxDB 1.6.7 answers 404 on ``/api/v2/write``, while 2.x
+and 3.x still serve ``/write`` and ``/query`` (DESIGN.md, "What this workplace
+allows"). Points go in batches of 5000, the batch size InfluxData recommends for 1.x
+(https://docs.influxdata.com/influxdb/v1/guides/write_data/ "optimal batch size is
+5,000 points"). A batch that fails for a reason that may pass (connection refused,
+timeout, 5xx, 429) is retried with exponential backoff; one the server refuses (400:
+bad line protocol or a field-type conflict, 401/403, 404: no database) is not.
+
+Retrying is safe: a point with the same measurement, tag set and timestamp replaces
+itself, so a caller that gets :class:`TimeSeriesUnavailable` can simply write the same
+points again later (the ingest service keeps the bundle in the archive, so nothing is
+lost; ``written`` says how many went in before the failure).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import Invalid, TestbedError
+from orchestrator.timeseries.lineprotocol import Point, encode_batch
+
+DEFAULT_BATCH = 5000  # InfluxData's recommended batch for 1.x (module docstring)
+
+
+class TimeSeriesError(TestbedError):
+    """The time-series store failed a request."""
+
+
+class TimeSeriesUnavailable(TimeSeriesError):
+    """The store could not be reached or was overloaded, retries included; try later."""
+
+    def __init__(self, message: str, *, written: int = 0) -> None:
+        super().__init__(message)
+        self.written = written
+
+
+class TimeSeriesRejected(TimeSeriesError, Invalid):
+    """The store refused the request as sent; retrying the same request will not help."""
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series of a query result."""
+
+    name: str
+    tags: dict[str, str]
+    columns: list[str]
+    values: list[list[Any]]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, v, strict=True)) for v in self.values]
+
+
+class InfluxClient:
+    """A :class:`~.lineprotocol.TimeSeriesSink` writing to one InfluxDB database.
+
+    ``timeout_s`` bounds each request; ``retries`` extra attempts per batch are made
+    after ``backoff_s``, doubling each time (0.5, 1, 2 s by default: a restarting
+    influxd is back within seconds, a longer outage is the caller's to wait out).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        database: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        timeout_s: float = 10.0,
+        batch_size: int = DEFAULT_BATCH,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        http: httpx.Client | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.url = url.rstrip("/")
+        self.database = database
+        self.batch_size = batch_size
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._sleep = sleep
+        auth = (username, password or "") if username else None
+        self._http = http or httpx.Client(timeout=timeout_s, auth=auth)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> InfluxClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- requests -------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, params: dict[str, str],
+                 content: bytes | None = None, what: str) -> httpx.Response:
+        delay = self.backoff_s
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._sleep(delay)
+                delay *= 2
+            try:
+                r = self._http.request(method, f"{self.url}{path}", params=params,
+                                       content=content)
+            except httpx.TransportError as e:
+                last = f"{type(e).__name__}: {e}"
+                continue
+            if r.status_code == 429 or r.status_code >= 500:
+                last = f"HTTP {r.status_code}: {_error_text(r)}"
+                continue
+            if r.status_code >= 400:
+                raise TimeSeriesRejected(self._rejected(r, what))
+            return r
+        raise TimeSeriesUnavailable(
+            f"InfluxDB at {self.url} did not take {what} after {self.retries + 1} attempts "
+            f"({last}). Check that influxd is running and reachable; the data is safe in "
+            "the archive and can be written again (rebuild the time series from it)."
+        )
+
+    def _rejected(self, r: httpx.Response, what: str) -> str:
+        text = _error_text(r)
+        if r.status_code in (401, 403):
+            return (f"InfluxDB at {self.url} refused {what}: {text}. Check the InfluxDB "
+                    "username and password in the orchestrator's settings.")
+        if r.status_code == 404 and "database not found" in text:
+            return (f"InfluxDB at {self.url} has no database {self.database!r}: create it "
+                    "(InfluxClient.create_database, or CREATE DATABASE in the influx shell).")
+        if r.status_code == 404:
+            return (f"{self.url} answered 404 to {what}: is it an InfluxDB with the v1 API "
+                    "(/write, /query)?")
+        return f"InfluxDB at {self.url} refused {what}: HTTP {r.status_code}: {text}"
+
+    def ping(self) -> bool:
+        """True when the server answers ``/ping``."""
+        try:
+            return self._http.get(f"{self.url}/ping").status_code == 204
+        except httpx.TransportError:
+            return False
+
+    def write(self, points: Sequence[Point]) -> int:
+        """Store ``points`` in batches; returns how many were written."""
+        written = 0
+        params = {"db": self.database, "precision": "ns"}
+        for first in range(0, len(points), self.batch_size):
+            batch = points[first : first + self.batch_size]
+            body = encode_batch(batch)
+            try:
+                self._request("POST", "/write", params=params, content=body,
+                              what=f"a batch of {len(batch)} points")
+            except TimeSeriesUnavailable as e:
+                raise TimeSeriesUnavailable(str(e), written=written) from e
+            written += len(batch)
+        return written
+
+    def query(self, influxql: str, *, epoch: str = "ns") -> list[Series]:
+        """Run InfluxQL statements; the series of all results, times as ``epoch`` integers.
+
+        POST, because 1.x only takes CREATE/DROP statements that way.
+        """
+        r = self._request("POST", "/query",
+                          params={"db": self.database, "q": influxql, "epoch": epoch},
+                          what="a query")
+        out: list[Series] = []
+        for result in r.json().get("results", []):
+            if "error" in result:
+                raise TimeSeriesRejected(f"InfluxQL error in {influxql!r}: {result['error']}")
+            for s in result.get("series", []):
+                out.append(Series(name=str(s.get("name", "")), tags=dict(s.get("tags") or {}),
+                                  columns=list(s["columns"]), values=list(s["values"])))
+        return out
+
+    def create_database(self, *, retention: str | None = None) -> None:
+        """Create the database (a no-op when it exists). ``retention``: e.g. ``"400d"``."""
+        q = f'CREATE DATABASE "{_ident(self.database)}"'
+        if retention:
+            q += f" WITH DURATION {retention}"
+        self.query(q)
+
+
+def _ident(name: str) -> str:
+    return name.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _error_text(r: httpx.Response) -> str:
+    try:
+        body = r.json()
+    except ValueError:
+        return r.text.strip()[:300] or r.reason_phrase
+    if isinstance(body, dict) and "error" in body:
+        return str(body["error"])[:300]
+    return str(body)[:300]

@@ -1,0 +1,279 @@
+"""The time-series schema: measurement and tag names, and results turned into points.
+
+One place names what dashboards and researchers query (documented for users in
+docs/timeseries.md), so a renamed field is a change here and there, never a surprise.
+Tags are the run's context (DESIGN.md "Data"): node, country, operator (MCC-MNC) and
+operator_name, interface, rat, experiment, campaign, run, session; results add
+``direction`` (uplink/downlink) and, for ABw, ``method``. Everything measured is a field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from orchestrator.analysis.flows import FlowStats, analyse_capture
+from orchestrator.analysis.pcap import CaptureError, read_capture
+from orchestrator.analysis.policing import MIN_BINS, classify_policing
+from orchestrator.timeseries.lineprotocol import FieldValue, Point
+
+TAT = "tat"
+TAT_SUMMARY = "tat_summary"
+ABW = "abw"
+MODEM = "modem"
+GPS = "gps"
+SYSTEM = "system"
+QUOTA = "quota"
+FLOWS = "flows"
+
+#: Field names of each measurement (what a point may carry).
+FIELDS: dict[str, frozenset[str]] = {
+    TAT: frozenset({"bps", "bytes", "duration_s"}),
+    TAT_SUMMARY: frozenset({
+        "mean_bps", "bytes", "sender_bytes", "duration_s", "retransmits", "bins",
+        "policing", "stable_bps", "time_to_90_s", "peak_bps", "drop_s",
+    }),
+    ABW: frozenset({
+        "estimate_bps", "low_bps", "high_bps", "latency_s", "bytes", "packets_sent",
+        "loss", "rtt_s",
+    }),
+    MODEM: frozenset({"rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat"}),
+    GPS: frozenset({"lat", "lon", "alt_m", "speed_mps"}),
+    SYSTEM: frozenset({"cpu_pct", "temperature_c", "mem_pct", "disk_free_bytes"}),
+    QUOTA: frozenset({"used_bytes", "reserved_bytes", "limit_bytes"}),
+    FLOWS: frozenset({
+        "fct_s", "rtt_3whs_s", "retrans_pct", "retrans_bytes_pct", "dupack_pct",
+        "self_delay_s", "self_delay_p95_s", "payload_bytes",
+    }),
+}
+
+TAGS = ("node", "country", "operator", "operator_name", "interface", "rat", "experiment",
+        "campaign", "run", "session")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The tags of every point of one run (empty strings are left out of the points)."""
+
+    node: str
+    country: str = ""
+    operator: str = ""  # MCC-MNC, e.g. "240-01"
+    operator_name: str = ""
+    interface: str = ""
+    rat: str = ""  # 3G / 4G / 5G when the modem told
+    experiment: str = ""
+    campaign: str = ""  # "" for ad-hoc runs
+    run: str = ""
+    session: str = ""  # ABw-TAT-ABw session the run belongs to
+
+    def tags(self, **extra: str) -> dict[str, str]:
+        return {**{k: v for k, v in asdict(self).items() if v}, **extra}
+
+
+def to_ns(when: str | datetime | float) -> int:
+    """ISO 8601 text, an aware datetime or Unix seconds as integer nanoseconds."""
+    if isinstance(when, str):
+        when = datetime.fromisoformat(when)
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise ValueError(f"time {when.isoformat()} has no time zone; results are in UTC")
+        seconds, micros = divmod(round(when.timestamp() * 1e6), 1_000_000)
+        return seconds * 1_000_000_000 + micros * 1000
+    return round(when * 1e9)
+
+
+def point(measurement: str, ctx: RunContext, fields: Mapping[str, FieldValue | None],
+          time_ns: int, **extra_tags: str) -> Point:
+    """A point of a known measurement; unknown field names are refused (typos)."""
+    known = FIELDS.get(measurement)
+    if known is None:
+        raise ValueError(f"unknown measurement {measurement!r}; known: {sorted(FIELDS)}")
+    unknown = set(fields) - known
+    if unknown:
+        raise ValueError(f"{measurement} has no field {sorted(unknown)}; known: {sorted(known)}")
+    return Point(measurement=measurement, fields=dict(fields), time_ns=time_ns,
+                 tags=ctx.tags(**extra_tags))
+
+
+def tat_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
+    """A ``testbed.tat`` v1 result as one ``tat`` point per bin and a ``tat_summary``.
+
+    Bins are stamped at the transfer start plus the bin's offset; the summary at the
+    start, with the policing profile when the transfer is long enough to show one.
+    """
+    if result.get("format") != "testbed.tat" or int(result.get("version", 0)) != 1:
+        raise ValueError(f"not a testbed.tat v1 result: {result.get('format')!r} "
+                         f"v{result.get('version')}")
+    start = to_ns(str(result["start"]))
+    direction = str(result["direction"])
+    points = [
+        point(TAT, ctx, {"bps": float(b["bits_per_second"]), "bytes": int(b["bytes"]),
+                         "duration_s": float(b["duration_s"])},
+              start + round(float(b["t_s"]) * 1e9), direction=direction)
+        for b in result["bins"]
+    ]
+    summary: dict[str, FieldValue | None] = {
+        "mean_bps": float(result["mean_bps"]),
+        "bytes": int(result["bytes"]),
+        "sender_bytes": int(result["sender_bytes"]),
+        "duration_s": float(result["duration_s"]),
+        "retransmits": result.get("retransmits"),
+        "bins": len(result["bins"]),
+    }
+    bin_s = float(result["bin_s"])
+    rates = [float(b["bits_per_second"]) for b in result["bins"]
+             if float(b["duration_s"]) >= bin_s * 0.9]  # the short tail bin is no rate
+    if len(rates) >= MIN_BINS:
+        profile = classify_policing(rates, bin_s=bin_s)
+        summary.update(policing=profile.kind.value, stable_bps=profile.stable_bps,
+                       time_to_90_s=profile.time_to_90_s, peak_bps=profile.peak_bps,
+                       drop_s=profile.drop_s)
+    points.append(point(TAT_SUMMARY, ctx, summary, start, direction=direction))
+    return points
+
+
+def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
+    """The ABw tool's estimate records (JSON lines, tools/abw) as ``abw`` points."""
+    out = []
+    for r in records:
+        if r.get("type") != "estimate":
+            continue
+        fields: dict[str, FieldValue | None] = {
+            "estimate_bps": float(r["estimate_bps"]),
+            "low_bps": _float(r.get("low_bps")),
+            "high_bps": _float(r.get("high_bps")),
+            "latency_s": float(r["latency_s"]),
+            "bytes": int(r.get("bytes_sent", 0)) + int(r.get("control_bytes", 0)),
+            "packets_sent": int(r.get("packets_sent", 0)),
+            "loss": _float(r.get("loss")),
+            "rtt_s": _float(r.get("rtt_s")),
+        }
+        out.append(point(ABW, ctx, fields, to_ns(float(r["start_unix_s"])),
+                         method=str(r["method"]), direction=str(r.get("direction", ""))))
+    return out
+
+
+#: Bundle members the node agent writes with its modem and GPS samples of the run's span.
+MODEM_FILE = "meta/modem.jsonl"
+GPS_FILE = "meta/gps.jsonl"
+
+
+def modem_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
+    """The agent's modem samples (``meta/modem.jsonl``) as ``modem`` points.
+
+    Each sample is tagged with its own interface and, when the modem told, its
+    operator (MCC-MNC) and name; the ``rat`` tag stays the run's (so a run's points
+    group together) while the modem's current RAT, cell id and band are fields.
+    """
+    out = []
+    for r in records:
+        sample_ctx = replace(
+            ctx,
+            interface=str(r.get("interface") or ctx.interface),
+            operator=str(r.get("mcc_mnc") or ctx.operator),
+            operator_name=str(r.get("operator") or ctx.operator_name),
+        )
+        cell = r.get("cell_id")
+        fields: dict[str, FieldValue | None] = {
+            "rssi": _float(r.get("rssi")),
+            "rsrp": _float(r.get("rsrp")),
+            "rsrq": _float(r.get("rsrq")),
+            "sinr": _float(r.get("sinr")),
+            "cell_id": int(cell) if cell is not None else None,
+            "band": str(r["band"]) if r.get("band") is not None else None,
+            "rat": str(r["rat"]) if r.get("rat") else None,
+        }
+        out.append(point(MODEM, sample_ctx, fields, to_ns(str(r["time"]))))
+    return out
+
+
+def gps_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
+    """The agent's GPS samples (``meta/gps.jsonl``) with a position as ``gps`` points."""
+    out = []
+    for r in records:
+        if r.get("lat") is None or r.get("lon") is None:
+            continue  # no fix: nothing to plot
+        fields: dict[str, FieldValue | None] = {
+            "lat": float(r["lat"]), "lon": float(r["lon"]),
+            "alt_m": _float(r.get("alt")), "speed_mps": _float(r.get("speed")),
+        }
+        out.append(point(GPS, ctx, fields, to_ns(str(r["time"]))))
+    return out
+
+
+def flow_points(flows: Sequence[FlowStats], ctx: RunContext) -> list[Point]:
+    """Per-connection figures from a capture as ``flows`` points, at each flow's start."""
+    out = []
+    for f in flows:
+        fields: dict[str, FieldValue | None] = {
+            "fct_s": f.fct_s,
+            "rtt_3whs_s": f.rtt_3whs_s,
+            "retrans_pct": f.retrans_pct,
+            "retrans_bytes_pct": f.retrans_bytes_pct,
+            "dupack_pct": f.dupack_pct,
+            "self_delay_s": f.self_delay.mean_s if f.self_delay else None,
+            "self_delay_p95_s": f.self_delay.p95_s if f.self_delay else None,
+            "payload_bytes": f.payload_bytes,
+        }
+        direction = "uplink" if f.data_from_client else "downlink"
+        out.append(point(FLOWS, ctx, fields, f.start_ns, direction=direction))
+    return out
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class BundlePoints:
+    points: list[Point]
+    notes: list[str] = field(default_factory=list)  # what was skipped or damaged, and why
+
+
+def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
+    """Points from a run's result files (bundle member name -> bytes), by kind of file.
+
+    ``*.json`` with format ``testbed.tat``: :func:`tat_points`; ``meta/modem.jsonl``:
+    :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; other ``*.jsonl``,
+    of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
+    damaged capture gives the flows before the damage, and a note). Files of other
+    kinds are left alone. The ingest service and a rebuild from the archive both call
+    this, so they write the same points.
+    """
+    out = BundlePoints(points=[])
+    for name, data in sorted(files.items()):
+        try:
+            if name.endswith((".pcap", ".pcapng")):
+                capture = read_capture(data, strict=False)
+                if capture.damage is not None:
+                    out.notes.append(f"{name}: {capture.damage}")
+                out.points.extend(flow_points(analyse_capture(capture.packets), ctx))
+            elif name.endswith(".jsonl"):
+                records = [json.loads(line) for line in data.splitlines() if line.strip()]
+                if name == MODEM_FILE:
+                    out.points.extend(modem_points(records, ctx))
+                elif name == GPS_FILE:
+                    out.points.extend(gps_points(records, ctx))
+                else:
+                    out.points.extend(abw_points(records, ctx))
+            elif name.endswith(".json"):
+                doc = json.loads(data)
+                if isinstance(doc, dict) and doc.get("format") == "testbed.tat":
+                    out.points.extend(tat_points(doc, ctx))
+        except (CaptureError, ValueError, KeyError, TypeError) as e:
+            out.notes.append(f"{name}: not turned into points: {e}")
+    return out
+
+
+def quota_point(*, node: str, interface: str, operator: str, operator_name: str = "",
+                country: str = "", used: int, reserved: int, limit: int | None,
+                at: datetime) -> Point:
+    """A SIM's quota at ``at``: bytes charged and reserved this period, and its cap
+    (left out when the SIM has none)."""
+    ctx = RunContext(node=node, country=country, operator=operator,
+                     operator_name=operator_name, interface=interface)
+    return point(QUOTA, ctx, {"used_bytes": used, "reserved_bytes": reserved,
+                              "limit_bytes": limit}, to_ns(at))

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Measurement server: iperf3 responders on ports 5201-5208, each restarted when it exits,
+# and optional egress shaping per emulated operator subnet.
+#
+# iperf3 serves one test at a time per port, so several ports let several nodes measure
+# at once (the tat experiment tries them in turn). Servers run with -J -i 0.1 so that
+# the client's --get-server-output carries the receiver's 100 ms bins for uplink runs.
+#
+# Environment:
+#   TESTBED_IPERF3_PORTS   first-last port range (default 5201-5208)
+#   TESTBED_IPERF3_LOG_DIR keep each port's JSON reports here (default: discard; the
+#                          client already gets the server's report)
+#   TESTBED_SHAPE          "subnet=rate,..." e.g. "172.30.1.0/24=10mbit,172.30.2.0/24=4mbit":
+#                          tbf on the interface holding an address in each subnet, so
+#                          downlink runs are shaped too (needs NET_ADMIN)
+#   TESTBED_SHAPE_LATENCY  tbf queue bound (default 50ms)
+set -euo pipefail
+
+PORTS="${TESTBED_IPERF3_PORTS:-5201-5208}"
+LOG_DIR="${TESTBED_IPERF3_LOG_DIR:-}"
+SHAPE="${TESTBED_SHAPE:-}"
+LATENCY="${TESTBED_SHAPE_LATENCY:-50ms}"
+#: ABw receivers (ports 7351...), each serving one session at a time.
+ABW_RECEIVERS="${TESTBED_ABW_RECEIVERS:-4}"
+#: Restart an iperf3 server left idle this long mid-test (a client that vanished).
+IDLE_TIMEOUT_S=120
+
+say() { echo "testbed-server: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# rate_bps RATE -> bits per second, for tc's units (bit, kbit, mbit, gbit; SI, as tc).
+rate_bps() {
+    local r="${1,,}" n unit
+    [[ "$r" =~ ^([0-9]+(\.[0-9]+)?)([kmg]?)(bit|bps)?$ ]] || return 1
+    n="${BASH_REMATCH[1]}"; unit="${BASH_REMATCH[3]}"
+    case "$unit" in
+        k) awk -v n="$n" 'BEGIN{printf "%d", n*1e3}' ;;
+        m) awk -v n="$n" 'BEGIN{printf "%d", n*1e6}' ;;
+        g) awk -v n="$n" 'BEGIN{printf "%d", n*1e9}' ;;
+        *) awk -v n="$n" 'BEGIN{printf "%d", n}' ;;
+    esac
+}
+
+shape() {
+    local entry subnet rate bps dev burst
+    IFS=',' read -ra entries <<<"$SHAPE"
+    for entry in "${entries[@]}"; do
+        entry="${entry// /}"
+        [ -n "$entry" ] || continue
+        [[ "$entry" == */*=* ]] || die "TESTBED_SHAPE entry '$entry' is not subnet=rate (e.g. 172.30.1.0/24=10mbit)"
+        subnet="${entry%%=*}"; rate="${entry#*=}"
+        bps="$(rate_bps "$rate")" || die "TESTBED_SHAPE entry '$entry': rate '$rate' is not a tc rate (e.g. 10mbit)"
+        dev="$(ip -o -4 addr show to "$subnet" | awk '{print $2; exit}')"
+        [ -n "$dev" ] || die "TESTBED_SHAPE entry '$entry': no interface has an address in $subnet ($(ip -o -4 addr show | awk '{printf "%s %s; ", $2, $4}'))"
+        # Bucket: 4 ms of traffic at the rate, at least 4 KiB (a few MTU-sized packets);
+        # small enough that 100 ms bins see the shaped rate, big enough for tbf's timer.
+        burst=$(( bps / 8 / 250 )); [ "$burst" -ge 4096 ] || burst=4096
+        tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency "$LATENCY" \
+            || die "cannot shape $dev (does the container have NET_ADMIN?)"
+        say "shaping egress of $dev ($subnet) to $rate, burst ${burst}B, latency $LATENCY"
+    done
+}
+
+serve() {  # serve PORT: run iperf3 on PORT for ever, restarting it when it exits
+    local port="$1" out=/dev/null rc
+    [ -z "$LOG_DIR" ] || out="$LOG_DIR/iperf3-$port.json"
+    while true; do
+        rc=0
+        iperf3 -s -p "$port" -J -i 0.1 --idle-timeout "$IDLE_TIMEOUT_S" >>"$out" 2>&1 || rc=$?
+        say "iperf3 on port $port exited with code $rc; restarting in 1 s"
+        sleep 1
+    done
+}
+
+serve_abw() {  # serve_abw PORT: the ABw receiver on PORT for ever (one session at a time)
+    local port="$1" rc
+    while true; do
+        rc=0
+        abw recv --listen "0.0.0.0:$port" >/dev/null 2>&1 || rc=$?
+        say "abw recv on port $port exited with code $rc; restarting in 1 s"
+        sleep 1
+    done
+}
+
+[ -z "$SHAPE" ] || shape
+[ -z "$LOG_DIR" ] || mkdir -p "$LOG_DIR"
+
+[[ "$PORTS" =~ ^([0-9]+)-([0-9]+)$ ]] || die "TESTBED_IPERF3_PORTS '$PORTS' is not first-last"
+first="${BASH_REMATCH[1]}"; last="${BASH_REMATCH[2]}"
+for port in $(seq "$first" "$last"); do
+    serve "$port" &
+done
+say "iperf3 listening on ports $first-$last"
+if command -v abw >/dev/null; then
+    for port in $(seq 7351 $((7350 + ABW_RECEIVERS))); do
+        serve_abw "$port" &
+    done
+    say "abw receivers on ports 7351-$((7350 + ABW_RECEIVERS))"
+else
+    say "no abw binary: ABw experiments will find no receiver"
+fi
+
+stop() {
+    say "stopping"
+    # Everything in our process group: the supervising loops and their iperf3s.
+    trap '' TERM
+    kill -TERM 0 2>/dev/null || true
+    exit 0
+}
+trap stop TERM INT
+wait

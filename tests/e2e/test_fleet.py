@@ -1,0 +1,180 @@
+"""The platform end to end through the compose fleet: real containers, real shaped
+links, real iperf3, the real agent and orchestrator."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import tarfile
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import FINAL, Fleet
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize(("node", "interface", "rate_bps"), [
+    ("se-02", "op0", 10e6),  # the one-SIM node on Telia's 10 Mbit/s uplink
+    ("se-01", "op1", 4e6),   # the two-SIM node's Tele2 SIM, 4 Mbit/s
+])
+def test_tat_measures_the_operator_link(
+    fleet: Fleet, node: str, interface: str, rate_bps: float
+) -> None:
+    run_id = fleet.submit(node, interface, duration_s=10)
+    run = fleet.wait(run_id, FINAL, timeout_s=180)
+    assert run["state"] == "done", run["events"]
+    states = [e["state"] for e in run["events"]]
+    assert states == ["scheduled", "assigned", "deploying", "running", "uploading", "done"]
+    result = fleet.get(f"/api/v1/runs/{run_id}/result")
+    assert result["format"] == "testbed.tat"
+    assert abs(result["mean_bps"] - rate_bps) / rate_bps < 0.10, result["mean_bps"]
+    assert len(result["bins"]) >= 90  # 100 ms bins over 10 s, receiver side
+    listing = fleet.cli("run", "list", "--node", node)
+    assert run_id in listing and "done" in listing
+    # the bundle carries the run's packet capture and its modem metadata
+    bundle = fleet.http.get(f"/api/v1/runs/{run_id}/bundle")
+    assert bundle.status_code == 200
+    with tarfile.open(fileobj=io.BytesIO(bundle.content)) as tar:
+        names = set(tar.getnames())
+        modem = tar.extractfile("meta/modem.jsonl")
+        assert modem is not None
+        samples = [json.loads(line) for line in modem.read().splitlines() if line.strip()]
+    assert f"results/capture/{interface}.pcap" in names
+    mine = [s for s in samples if s.get("interface") == interface]
+    assert mine and all(s.get("cell_id") is not None for s in mine), samples[:2]
+
+
+def test_killed_agent_fails_its_run_with_a_reason_in_bounded_time(fleet: Fleet) -> None:
+    run_id = fleet.submit("se-02", "op0", duration_s=60)
+    fleet.wait(run_id, {"running"}, timeout_s=60)
+    subprocess.run(["docker", "kill", "testbed-node-se-02"], check=True, capture_output=True)
+    killed = time.monotonic()
+    run = fleet.wait(run_id, FINAL, timeout_s=60)
+    took = time.monotonic() - killed
+    assert run["state"] == "failed"
+    assert "offline" in run["reason"] and "se-02" in run["reason"]
+    # offline after 10 missed 2 s heartbeats, plus one reaper pass
+    assert took < 40, took
+    subprocess.run(["docker", "start", "testbed-node-se-02"], check=True, capture_output=True)
+    fleet.wait_online("se-02")
+    # the restarted agent cleared the orphaned experiment container
+    left = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"label=testbed.run={run_id}"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    deadline = time.monotonic() + 30
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = subprocess.run(
+            ["docker", "ps", "-q", "--filter", f"label=testbed.run={run_id}"],
+            capture_output=True, text=True, check=True).stdout.strip()
+    assert not left
+    assert fleet.get(f"/api/v1/runs/{run_id}")["state"] == "failed"  # final stays final
+
+
+def test_orchestrator_restart_mid_run_loses_nothing(fleet: Fleet) -> None:
+    fleet.wait_online("se-01")
+    run_id = fleet.submit("se-01", "op0", duration_s=15)
+    fleet.wait(run_id, {"running"}, timeout_s=60)
+    subprocess.run(["docker", "restart", "testbed-orchestrator"], check=True,
+                   capture_output=True)
+    run = fleet.wait(run_id, FINAL, timeout_s=180)
+    assert run["state"] == "done", run["events"]
+    assert run["bundle_sha256"]
+    result = fleet.get(f"/api/v1/runs/{run_id}/result")
+    assert abs(result["mean_bps"] - 10e6) / 10e6 < 0.10
+
+
+def test_metrics_report_the_fleet(fleet: Fleet) -> None:
+    text = fleet.http.get("/metrics").text
+    assert 'testbed_nodes{health="online"}' in text
+    assert "testbed_upload_bytes_total" in text
+
+
+@pytest.mark.parametrize(("node", "interface"), [("se-02", "op0"), ("se-01", "op1")])
+def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: str) -> None:
+    """ABW-TAT-ABW, pause, ABW-TAT-ABW with 20 s runs: ABw within 15% of TAT on a
+    constant-rate link, at a fraction of its traffic; results reach InfluxDB."""
+    run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5)
+    run = fleet.wait(run_id, FINAL, timeout_s=400)
+    assert run["state"] == "done", run["events"]
+    result = fleet.get(f"/api/v1/runs/{run_id}/result")
+    assert result["format"] == "testbed.abw-tat" and "error" not in result
+    kinds = [s["kind"] for s in result["steps"]]
+    assert kinds == ["abw", "tat", "abw", "abw", "tat", "abw"]
+    assert all(s["iface_tx_bytes"] > 0 for s in result["steps"])
+    summary = result["summary"]
+    assert summary["rd"] < 0.15, summary
+    assert summary["volume_ratio_iface"] > 8, summary
+    yaz = summary["methods"]["yaz"]
+    assert 0 < yaz["latency_mean_s"] < 1.5, yaz
+    # ingest: the TAT bins and the ABw estimates of this run are in the time-series store
+    deadline = time.monotonic() + 60
+    while not fleet.influx(f"SELECT count(bps) FROM tat WHERE run = '{run_id}'"):
+        assert time.monotonic() < deadline, "run's points never reached InfluxDB"
+        time.sleep(2)
+    [[_, estimates]] = fleet.influx(
+        f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
+    assert estimates == 8  # 4 ABw steps x 2 estimates
+
+
+def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: Fleet) -> None:
+    """An hourly campaign in compressed time (an hour a minute) on two nodes: every
+    session starts in its hour; a SIM capped for two sessions gets the third deferred
+    with a reason, and what it measured stays under its cap."""
+    def submit(spec: dict[str, Any]) -> dict[str, Any]:
+        r = fleet.http.post("/api/v1/campaigns", json=spec)
+        assert r.status_code == 201, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+    def spec(name: str, start: datetime, anchor: datetime) -> dict[str, Any]:
+        return {"version": 2, "name": name, "nodes": ["se-01", "se-02"],
+                "select": "interface:op0",
+                "steps": [{"experiment": "tat", "parameters": {"duration_s": 5}}],
+                "recurrence": {"kind": "every", "hours": 1, "start": start.isoformat(),
+                               "end": (start + timedelta(hours=3)).isoformat()},
+                "time_scale": 60, "time_anchor": anchor.isoformat()}
+
+    fleet.wait_online("se-01")
+    fleet.wait_online("se-02")
+    # one session's reservation on se-02's SIM, from a probe campaign cancelled at once
+    now = datetime.now(UTC)
+    probe = submit(spec("probe", now + timedelta(hours=10), now))
+    reserved = max(r["reserved_bytes"] for r in probe["runs"] if r["node"] == "se-02")
+    for r in probe["runs"]:
+        fleet.http.post(f"/api/v1/runs/{r['id']}/cancel", json={"reason": "probe"})
+    # The cap is monthly: earlier runs on this SIM count. Usable is 95% of the cap;
+    # leave room for two more sessions and a half, so the third does not fit.
+    used = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")["used"]
+    cap = int((used + reserved * 2.5) / 0.95)
+    r = fleet.http.put("/api/v1/nodes/se-02/interfaces/op0/quota",
+                       json={"cap_bytes": cap, "reset_day": 1, "margin": 0.05})
+    assert r.status_code == 200, r.text
+
+    anchor = datetime.now(UTC)
+    start = anchor + timedelta(minutes=20)  # 20 s of wall time from now
+    out = submit(spec("hourly", start, anchor))
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    for run in out["runs"]:
+        by_node.setdefault(run["node"], []).append(run)
+    assert len(by_node["se-01"]) == 3 and len(by_node["se-02"]) == 2, out["runs"]
+    deferred = [d for d in out["decisions"] if d["node"] == "se-02"]
+    assert deferred and deferred[0]["code"] == "sim_cap", out["decisions"]
+    assert "cap" in deferred[0]["message"]
+
+    for run in out["runs"]:
+        done = fleet.wait(run["id"], FINAL, timeout_s=300)
+        assert done["state"] == "done", done["events"]
+        # on schedule: it started inside its (compressed) hour
+        session = datetime.fromisoformat(run["session"])
+        hour_start = anchor + (session - anchor) / 60
+        started = next(datetime.fromisoformat(e["at"]) for e in done["events"]
+                       if e["state"] == "running")
+        assert hour_start <= started < hour_start + timedelta(seconds=60), (run, started)
+    quota = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")
+    assert 0 < quota["used"] <= cap, quota

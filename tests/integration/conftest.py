@@ -1,0 +1,116 @@
+"""An orchestrator app on a real SQLite file and the real experiment catalogue."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.api.app import create_app
+from orchestrator.settings import SchedulingSettings, Settings
+from testbed_common import wire
+from tests.conftest import REPO, ManualClock
+from tests.integration import postgres
+
+ADMIN = "admin-token-for-tests-0123456789"
+
+
+#: The emulated fleet's SIMs have no configured caps; like the compose stack, tests give
+#: every SIM a default one (10 GB a month) so that runs book.
+TEST_SIM_CAP = 10**10
+
+
+def make_settings(tmp: Path, **overrides: Any) -> Settings:
+    overrides.setdefault("scheduling", SchedulingSettings(default_sim_cap_bytes=TEST_SIM_CAP))
+    return Settings(
+        environment="development",
+        database_url=f"sqlite:///{tmp / 'testbed.db'}",
+        archive_dir=tmp / "archive",
+        upload_dir=tmp / "uploads",
+        experiments_dir=REPO / "experiments",
+        admin_token=ADMIN,
+        **overrides,
+    )
+
+
+class Api:
+    """The app under test plus helpers that speak as admin, as a user, or as a node."""
+
+    def __init__(self, client: TestClient, clock: ManualClock, settings: Settings) -> None:
+        self.client = client
+        self.clock = clock
+        self.settings = settings
+        self.admin = {"Authorization": f"Bearer {ADMIN}"}
+
+    def add_node(self, node_id: str, interfaces: list[tuple[str, str, str]],
+                 **facts: Any) -> str:
+        r = self.client.post("/api/v1/nodes", headers=self.admin,
+                             json={"id": node_id, "country": "SE", **facts})
+        assert r.status_code == 201, r.text
+        token: str = r.json()["token"]
+        reg = wire.Registration(
+            agent_version="test", interfaces=[
+                wire.InterfaceReport(name=n, operator=wire.Operator(mcc_mnc=m, name=o))
+                for n, m, o in interfaces
+            ],
+        )
+        r = self.client.post(f"{wire.AGENT_PREFIX}/register", headers=self.node(token),
+                             json=reg.model_dump(mode="json"))
+        assert r.status_code == 200, r.text
+        return token
+
+    @staticmethod
+    def node(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    def heartbeat(self, token: str, running: list[str] | None = None) -> wire.HeartbeatReply:
+        hb = wire.Heartbeat(sent_at=self.clock.now(), interfaces=[], disk_free_bytes=10**9,
+                            running_run_ids=running or [])
+        r = self.client.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=self.node(token),
+                             json=hb.model_dump(mode="json"))
+        assert r.status_code == 200, r.text
+        return wire.HeartbeatReply.model_validate(r.json())
+
+    def report(self, token: str, run_id: str, state: str, reason: str = "test") -> Any:
+        return self.client.post(
+            f"{wire.AGENT_PREFIX}/runs/{run_id}/state", headers=self.node(token),
+            json={"state": state, "reason": reason, "at": self.clock.now().isoformat()},
+        )
+
+    def submit(self, node: str, interface: str = "op0", **params: Any) -> dict[str, Any]:
+        r = self.client.post("/api/v1/runs", headers=self.admin, json={
+            "experiment": "tat", "node": node, "interface": interface, "parameters": params})
+        assert r.status_code == 201, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    why = postgres.available()
+    if why:
+        pytest.skip(why)
+    with postgres.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every API test runs on both databases: one schema, only the URL differs."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'testbed.db'}"
+    template: str = request.getfixturevalue("postgres_url")
+    return postgres.create_database(template, f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def api(tmp_path: Path, clock: ManualClock, database_url: str) -> Iterator[Api]:
+    settings = make_settings(tmp_path).model_copy(update={"database_url": database_url})
+    app = create_app(settings, clock=clock, reaper=False)
+    with TestClient(app) as client:
+        yield Api(client, clock, settings)
+    app.state.ctx.db.engine.dispose()

@@ -1,0 +1,100 @@
+"""The run lifecycle through the HTTP API on a real SQLite database."""
+
+from __future__ import annotations
+
+from orchestrator.api.app import create_app
+from orchestrator.services.reaper import reap
+from tests.integration.conftest import Api
+
+
+def test_run_goes_from_booking_to_assignment_with_events(api: Api) -> None:
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run = api.submit("se-01", duration_s=5)
+    assert run["state"] == "scheduled"
+    assert run["parameters"] == {"duration_s": 5, "direction": "uplink", "bin_s": 0.1}
+    reply = api.heartbeat(token)
+    assert [a.run_id for a in reply.assignments] == [run["id"]]
+    # the reply is repeated until the node acts on it (a lost reply loses nothing)
+    assert [a.run_id for a in api.heartbeat(token).assignments] == [run["id"]]
+    for state in ("deploying", "running", "uploading"):
+        assert api.report(token, run["id"], state).status_code == 204
+    shown = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.admin).json()
+    assert shown["state"] == "uploading"
+    assert [e["state"] for e in shown["events"]] == [
+        "scheduled", "assigned", "deploying", "running", "uploading"]
+    assert all(e["reason"] for e in shown["events"])
+
+
+def test_runs_on_one_node_never_overlap(api: Api) -> None:
+    api.add_node("se-01", [("op0", "240-01", "Telia"), ("op1", "240-07", "Tele2")])
+    a = api.submit("se-01", "op0", duration_s=10)
+    b = api.submit("se-01", "op1", duration_s=10)
+    assert b["not_before"] >= a["deadline"]
+
+
+def test_final_state_is_never_overwritten(api: Api) -> None:
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run = api.submit("se-01")
+    api.heartbeat(token)
+    assert api.report(token, run["id"], "failed", "boom").status_code == 204
+    late = api.report(token, run["id"], "running")
+    assert late.status_code == 409
+    assert "failed" in late.json()["detail"]
+    shown = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.admin).json()
+    assert (shown["state"], shown["reason"]) == ("failed", "boom")
+
+
+def test_offline_node_fails_its_running_run_with_reason(api: Api) -> None:
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run = api.submit("se-01")
+    api.heartbeat(token)
+    api.report(token, run["id"], "running")
+    hb = api.settings.health
+    api.clock.advance(hb.heartbeat_interval_s * hb.offline_after_beats + 1)
+    assert reap(api.client.app.state.ctx) == 1  # type: ignore[attr-defined]
+    shown = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.admin).json()
+    assert shown["state"] == "failed"
+    assert "offline" in shown["reason"]
+    node = api.client.get("/api/v1/nodes/se-01", headers=api.admin).json()
+    assert node["health"] == "offline"
+
+
+def test_cancelled_run_is_sent_to_node_as_cancel(api: Api) -> None:
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run = api.submit("se-01")
+    api.heartbeat(token)
+    api.report(token, run["id"], "running")
+    r = api.client.post(f"/api/v1/runs/{run['id']}/cancel", headers=api.admin, json={})
+    assert r.json()["state"] == "cancelled"
+    assert api.heartbeat(token, running=[run["id"]]).cancel_run_ids == [run["id"]]
+
+
+def test_metrics_count_nodes_and_runs(api: Api) -> None:
+    api.add_node("se-01", [("op0", "240-01", "Telia")])
+    api.submit("se-01")
+    text = api.client.get("/metrics").text
+    assert 'testbed_nodes{health="online"} 1.0' in text
+    assert 'testbed_runs{state="scheduled"} 1.0' in text
+    assert "testbed_upload_bytes_total 0.0" in text
+
+
+def test_openapi_document_lists_agent_and_user_routes(api: Api) -> None:
+    paths = api.client.get("/openapi.json").json()["paths"]
+    assert "/api/v1/agent/heartbeat" in paths
+    assert "/api/v1/runs" in paths
+
+
+def test_restarted_orchestrator_gives_nodes_time_before_failing_runs(api: Api) -> None:
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run = api.submit("se-01")
+    api.heartbeat(token)
+    api.report(token, run["id"], "running")
+    hb = api.settings.health
+    offline_s = hb.heartbeat_interval_s * hb.offline_after_beats
+    api.clock.advance(offline_s * 3)  # the orchestrator was down for a long time
+    restarted = create_app(api.settings, clock=api.clock, reaper=False)
+    ctx = restarted.state.ctx
+    assert reap(ctx) == 0  # the node has not had a chance to heartbeat yet
+    api.clock.advance(offline_s + 1)  # and now it has, and stayed silent
+    assert reap(ctx) == 1
+    ctx.db.engine.dispose()

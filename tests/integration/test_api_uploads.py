@@ -1,0 +1,138 @@
+"""Resumable, idempotent bundle uploads, and hostile bundles, through the HTTP API."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from testbed_common import wire
+from testbed_common.bundle import build_bundle
+from tests.integration.conftest import Api
+
+BUNDLE_URL = wire.AGENT_PREFIX + "/runs/{}/bundle"
+
+
+def _running_run(api: Api) -> tuple[str, str]:
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run = api.submit("se-01")
+    api.heartbeat(token)
+    api.report(token, run["id"], "running")
+    api.report(token, run["id"], "uploading")
+    return token, run["id"]
+
+
+def _bundle(tmp: Path, run_id: str, payload: bytes = b"x" * 300_000) -> bytes:
+    root = tmp / "b"
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "tat.json").write_text(json.dumps({"format": "testbed.tat"}))
+    (root / "results" / "noise.bin").write_bytes(payload)
+    return build_bundle(root, run_id=run_id, node_id="se-01")
+
+
+def _create(api: Api, token: str, run_id: str, data: bytes) -> Any:
+    return api.client.post(BUNDLE_URL.format(run_id), headers=api.node(token),
+                           json={"size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+
+
+def _patch(api: Api, token: str, run_id: str, offset: int, chunk: bytes) -> Any:
+    return api.client.patch(
+        BUNDLE_URL.format(run_id), content=chunk,
+        headers={**api.node(token), wire.UPLOAD_OFFSET_HEADER: str(offset),
+                 "Content-Type": "application/offset+octet-stream"},
+    )
+
+
+def test_cut_upload_resumes_and_is_stored_exactly_once(api: Api, tmp_path: Path) -> None:
+    token, run_id = _running_run(api)
+    data = _bundle(tmp_path, run_id, payload=bytes(range(256)) * 2000)
+    assert _create(api, token, run_id, data).json()["offset"] == 0
+    half = len(data) // 2
+    assert _patch(api, token, run_id, 0, data[:half]).json()["offset"] == half
+    # the connection drops; the agent asks where to resume and a stale offset is refused
+    status = api.client.get(BUNDLE_URL.format(run_id), headers=api.node(token)).json()
+    assert status["offset"] == half and not status["complete"]
+    stale = _patch(api, token, run_id, 0, data[:half])
+    assert stale.status_code == 409 and stale.json()["offset"] == half
+    again = _create(api, token, run_id, data).json()  # re-declaring keeps the bytes held
+    assert again["offset"] == half
+    done = _patch(api, token, run_id, half, data[half:]).json()
+    assert done["complete"]
+
+    run = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()
+    assert run["state"] == "done"
+    assert run["bundle_sha256"] == hashlib.sha256(data).hexdigest()
+    stored = list(api.settings.archive_dir.rglob("bundle.tar.gz"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data
+    sums = stored[0].with_name("bundle.sha256").read_text().split()
+    assert sums == [hashlib.sha256(data).hexdigest(), "bundle.tar.gz"]
+
+    # uploading the same bundle again stores nothing new and says it is complete
+    assert _create(api, token, run_id, data).json()["complete"] is True
+    assert len(list(api.settings.archive_dir.rglob("bundle.tar.gz"))) == 1
+    download = api.client.get(f"/api/v1/runs/{run_id}/bundle", headers=api.admin)
+    assert download.content == data
+    assert "testbed_upload_bytes_total" in api.client.get("/metrics").text
+
+
+def test_different_bundle_for_a_done_run_is_refused(api: Api, tmp_path: Path) -> None:
+    token, run_id = _running_run(api)
+    data = _bundle(tmp_path, run_id)
+    _create(api, token, run_id, data)
+    _patch(api, token, run_id, 0, data)
+    other = _bundle(tmp_path / "2", run_id, payload=b"y" * 10)
+    r = _create(api, token, run_id, other)
+    assert r.status_code == 409 and "already has an archived bundle" in r.json()["detail"]
+
+
+def _hostile(member: str, kind: bytes = tarfile.REGTYPE) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo(member)
+        info.type = kind
+        if kind == tarfile.SYMTYPE:
+            info.linkname = "/etc/passwd"
+            tar.addfile(info)
+        else:
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"evil"))
+    return buf.getvalue()
+
+
+def test_path_traversal_bundle_is_refused_and_nothing_is_stored(
+    api: Api, tmp_path: Path
+) -> None:
+    token, run_id = _running_run(api)
+    for data, needle in ((_hostile("../../escape.txt"), "traversal"),
+                         (_hostile("results/link", tarfile.SYMTYPE), "regular files")):
+        _create(api, token, run_id, data)
+        r = _patch(api, token, run_id, 0, data)
+        assert r.status_code == 422, r.text
+        assert needle in r.json()["detail"]
+    assert not list(api.settings.archive_dir.rglob("*.tar.gz"))
+    assert not (tmp_path / "escape.txt").exists()
+    run = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()
+    assert run["state"] == "uploading" and run["bundle_sha256"] is None
+
+
+def test_oversized_bundle_is_refused_before_any_byte(api: Api) -> None:
+    token, run_id = _running_run(api)
+    limit = api.settings.uploads.max_bundle_bytes
+    r = api.client.post(BUNDLE_URL.format(run_id), headers=api.node(token),
+                        json={"size": limit + 1, "sha256": "0" * 64})
+    assert r.status_code == 413
+    assert "limit" in r.json()["detail"]
+
+
+def test_corrupted_bytes_are_detected_by_checksum(api: Api, tmp_path: Path) -> None:
+    token, run_id = _running_run(api)
+    data = _bundle(tmp_path, run_id)
+    _create(api, token, run_id, data)
+    flipped = bytes([data[0] ^ 0xFF]) + data[1:]
+    r = _patch(api, token, run_id, 0, flipped)
+    assert r.status_code == 422 and "corrupted in transit" in r.json()["detail"]
+    # the agent can start over and succeed
+    assert _patch(api, token, run_id, 0, data).json()["complete"]

@@ -1,0 +1,115 @@
+"""Archived bundles reach InfluxDB; an outage of the store loses nothing.
+
+Real parts: the orchestrator app on SQLite, a real influxd, real bundles uploaded
+through the agent API. Ingest is a separate pass after archiving, so an upload succeeds
+while the store is down and the run's points are written once it is back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.api.app import create_app
+from orchestrator.services.context import Context
+from orchestrator.services.ingest import ingest_pending, reset_ingest
+from testbed_common import wire
+from testbed_common.bundle import build_bundle
+from tests.conftest import ManualClock
+from tests.integration import influxd
+from tests.integration.conftest import Api, make_settings
+from tests.recorded import tat_result
+
+BINS = 31  # 100 ms receiver bins in the recorded 3 s transfer
+
+pytestmark = pytest.mark.skipif(influxd.available() is not None,
+                                reason=str(influxd.available()))
+
+
+@pytest.fixture
+def store() -> Iterator[influxd.Influxd]:
+    with influxd.running() as s:
+        yield s
+
+
+@pytest.fixture
+def api_influx(tmp_path: Path, clock: ManualClock, store: influxd.Influxd) -> Iterator[Api]:
+    settings = make_settings(tmp_path).model_copy(
+        update={"influx": make_settings(tmp_path).influx.model_copy(
+            update={"url": store.url, "database": "ingest_test"})})
+    app = create_app(settings, clock=clock, reaper=False)
+    with TestClient(app) as client:
+        yield Api(client, clock, settings)
+    app.state.ctx.db.engine.dispose()
+
+
+def _tat(start: str) -> dict[str, Any]:
+    """A real tat.json, given its own start time (each run its own)."""
+    return {**tat_result(server="172.30.1.10"), "start": start}
+
+
+def _upload_run(api: Api, token: str, tmp: Path) -> str:
+    run = api.submit("se-01", duration_s=5)
+    api.heartbeat(token)
+    for state in ("running", "uploading"):
+        api.report(token, run["id"], state)
+    root = tmp / run["id"]
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "tat.json").write_text(
+        json.dumps(_tat(api.clock.now().isoformat())))
+    data = build_bundle(root, run_id=run["id"], node_id="se-01")
+    url = f"{wire.AGENT_PREFIX}/runs/{run['id']}/bundle"
+    api.client.post(url, headers=api.node(token),
+                    json={"size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    r = api.client.patch(url, content=data, headers={**api.node(token),
+                                                     wire.UPLOAD_OFFSET_HEADER: "0"})
+    assert r.json()["complete"], r.text
+    run_id: str = run["id"]
+    return run_id
+
+
+def _count(ctx: Context, run_id: str) -> int:
+    from orchestrator.timeseries.influx import InfluxClient
+
+    assert isinstance(ctx.timeseries, InfluxClient)
+    series = ctx.timeseries.query(f"SELECT count(bps) FROM tat WHERE run = '{run_id}'")
+    return int(series[0].values[0][1]) if series else 0
+
+
+def test_archived_run_is_written_and_an_outage_loses_nothing(
+    api_influx: Api, store: influxd.Influxd, tmp_path: Path
+) -> None:
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.timeseries is not None
+    ctx.timeseries.create_database()  # type: ignore[attr-defined]
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+
+    first = _upload_run(api, token, tmp_path)
+    done = ingest_pending(ctx, ctx.timeseries)
+    assert (done.written_runs, done.stopped) == (1, None)
+    assert _count(ctx, first) == BINS
+
+    store.stop()  # InfluxDB goes down during ingest
+    api.clock.advance(60)
+    second = _upload_run(api, token, tmp_path)  # the upload itself still succeeds
+    assert api.client.get(f"/api/v1/runs/{second}", headers=api.admin).json()["state"] == "done"
+    down = ingest_pending(ctx, ctx.timeseries)
+    assert down.written_runs == 0 and down.stopped is not None
+    assert list(api.settings.archive_dir.rglob("bundle.tar.gz"))  # archived all the same
+
+    store.start()  # back: the pending run is written, the first is not written twice
+    back = ingest_pending(ctx, ctx.timeseries)
+    assert back.written_runs == 1
+    assert (_count(ctx, first), _count(ctx, second)) == (BINS, BINS)
+
+    # a rebuild from the raw archive writes the same points again, idempotently
+    assert reset_ingest(ctx) == 2
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 2
+    assert (_count(ctx, first), _count(ctx, second)) == (BINS, BINS)

@@ -1,0 +1,121 @@
+"""Spool, outbox and resumable upload on a temporary state directory."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from node_agent.errors import OffsetMismatch, OrchestratorUnreachable, Rejected
+from node_agent.outbox import Outbox
+from node_agent.spool import Spool
+from node_agent.uploader import UploadResult, upload
+from testbed_common import wire
+from testbed_common.bundle import sha256_bytes
+from testbed_common.states import RunState
+
+NOW = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
+
+
+class FakeUploads:
+    """An in-memory orchestrator upload endpoint (unit tests of the resume logic only;
+    tests/integration exercises the real one)."""
+
+    def __init__(self, *, have: bytes = b"", fail_after: int | None = None,
+                 reject: bool = False, lie_offset: int | None = None) -> None:
+        self.data = have
+        self.fail_after = fail_after
+        self.reject = reject
+        self.lie_offset = lie_offset
+        self.chunks: list[tuple[int, int]] = []
+        self.size = 0
+        self.sha = ""
+
+    def _status(self, run_id: str) -> wire.UploadStatus:
+        return wire.UploadStatus(run_id=run_id, size=self.size, sha256=self.sha,
+                                 offset=len(self.data), complete=len(self.data) == self.size)
+
+    def create_upload(self, run_id: str, body: wire.UploadCreate) -> wire.UploadStatus:
+        self.size, self.sha = body.size, body.sha256
+        status = self._status(run_id)
+        if self.lie_offset is not None:
+            status = status.model_copy(update={"offset": self.lie_offset})
+            self.lie_offset = None
+        return status
+
+    def append_chunk(self, run_id: str, offset: int, data: bytes) -> wire.UploadStatus:
+        if self.fail_after is not None and len(self.chunks) >= self.fail_after:
+            raise OrchestratorUnreachable("link down")
+        if offset != len(self.data):
+            raise OffsetMismatch("mismatch", len(self.data))
+        self.chunks.append((offset, len(data)))
+        self.data += data
+        if len(self.data) == self.size and self.reject:
+            raise Rejected("bundle failed verification", 422)
+        return self._status(run_id)
+
+
+def test_spool_put_pending_done(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    item = spool.put("r-1", b"bundle-bytes")
+    assert item.sha256 == sha256_bytes(b"bundle-bytes") and item.size == 12
+    assert [i.run_id for i in Spool(tmp_path / "spool").pending()] == ["r-1"]  # restart
+    spool.done(item)
+    assert spool.pending() == [] and len(spool) == 0
+
+
+def test_upload_in_chunks_and_resume_after_outage(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    data = bytes(range(256)) * 40  # 10240 bytes
+    item = spool.put("r-1", data)
+    api = FakeUploads(fail_after=3)
+    with pytest.raises(OrchestratorUnreachable):
+        upload(api, spool, item, chunk_bytes=1000)
+    assert len(api.data) == 3000 and spool.pending() == [item]
+    api.fail_after = None
+    assert upload(api, spool, item, chunk_bytes=1000) is UploadResult.DONE
+    assert api.data == data
+    assert api.chunks[3] == (3000, 1000)  # resumed where the orchestrator's copy ended
+    assert spool.pending() == []
+
+
+def test_offset_mismatch_resyncs(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    data = b"x" * 5000
+    item = spool.put("r-1", data)
+    api = FakeUploads(have=b"x" * 2000, lie_offset=0)  # says 0, holds 2000
+    assert upload(api, spool, item, chunk_bytes=1000) is UploadResult.DONE
+    assert api.data == data
+
+
+def test_already_complete_upload_is_idempotent(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    item = spool.put("r-1", b"abc")
+    api = FakeUploads(have=b"abc")
+    assert upload(api, spool, item, chunk_bytes=1000) is UploadResult.DONE
+    assert api.chunks == []
+
+
+def test_rejected_bundle_is_kept(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    item = spool.put("r-1", b"abc")
+    assert upload(FakeUploads(reject=True), spool, item, chunk_bytes=2) is UploadResult.REJECTED
+    assert spool.pending() == []
+    assert (tmp_path / "rejected" / "r-1.tar.gz").read_bytes() == b"abc"
+    assert "verification" in (tmp_path / "rejected" / "r-1.reason.txt").read_text()
+
+
+def test_outbox_keeps_order_across_restarts(tmp_path: Path) -> None:
+    box = Outbox(tmp_path / "outbox")
+    for state in (RunState.DEPLOYING, RunState.RUNNING):
+        box.put("r-1", wire.StateReport(state=state, reason="x", at=NOW))
+    box.put("r-2", wire.StateReport(state=RunState.FAILED, reason="y", at=NOW))
+    again = Outbox(tmp_path / "outbox")
+    again.put("r-1", wire.StateReport(state=RunState.UPLOADING, reason="z", at=NOW))
+    assert [(i.run_id, i.report.state) for i in again.pending()] == [
+        ("r-1", RunState.DEPLOYING), ("r-1", RunState.RUNNING), ("r-2", RunState.FAILED),
+        ("r-1", RunState.UPLOADING),
+    ]
+    again.drop_run("r-1")
+    assert again.run_ids() == {"r-2"}

@@ -1,0 +1,205 @@
+"""The Grafana provisioning in dashboards/, checked structurally (Grafana cannot run here).
+
+Every dashboard is valid JSON, every panel reads the provisioned InfluxDB datasource
+with at least one query, every query is InfluxQL of the shape the datasource runs
+(``SELECT ... FROM "<measurement>"`` or a subquery, bounded by ``$timeFilter``) over the
+measurements, fields and tags of orchestrator/timeseries/schema.py, every template
+variable used is defined, and the committed files are what dashboards/generate.py
+writes today.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.timeseries.schema import FIELDS, TAGS
+from tests.conftest import REPO
+
+PROVISIONING = REPO / "dashboards" / "provisioning"
+RESULT_TAGS = {*TAGS, "direction", "method"}  # tags the results add (docs/timeseries.md)
+BUILTINS = {"timeFilter", "__interval", "__interval_ms", "__range", "__from", "__to",
+            "__timeFilter", "col"}
+IDENT = re.compile(r'"((?:[^"\\]|\\.)*)"')
+VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dashboards_generate",
+                                                  REPO / "dashboards" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dashboards() -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in
+            sorted((PROVISIONING / "dashboards").glob("*.json"))}
+
+
+def test_committed_files_are_what_the_generator_writes(tmp_path: Path) -> None:
+    load_generator().write(tmp_path)
+    fresh = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
+    committed = {p.relative_to(PROVISIONING): p.read_text()
+                 for p in PROVISIONING.rglob("*") if p.is_file()}
+    assert sorted(fresh) == sorted(committed), "run: python dashboards/generate.py"
+    stale = [str(rel) for rel, text in fresh.items() if committed[rel] != text]
+    assert not stale, f"out of date, run python dashboards/generate.py: {stale}"
+
+
+def test_datasource_and_provider() -> None:
+    gen = load_generator()
+    doc = yaml.safe_load((PROVISIONING / "datasources" / "influxdb.yaml").read_text())
+    [ds] = doc["datasources"]
+    assert ds["uid"] == gen.DATASOURCE_UID and ds["type"] == "influxdb"
+    assert ds["jsonData"]["version"] == "InfluxQL"  # the v1 API: 1.x, 2.x and 3.x
+    assert ds["url"].startswith("${") and ds["secureJsonData"]["password"].startswith("${")
+    provider = yaml.safe_load((PROVISIONING / "dashboards" / "testbed.yaml").read_text())
+    [p] = provider["providers"]
+    assert p["type"] == "file" and p["options"]["path"].endswith("provisioning/dashboards")
+
+
+def test_the_dashboards_the_platform_promises_exist() -> None:
+    titles = {d["title"] for d in dashboards().values()}
+    assert titles == {
+        "Campaign overview", "ABw vs TAT", "Data volume per session",
+        "ABw measurement latency", "TAT in 100 ms bins", "Hourly behaviour",
+        "Daily behaviour", "Time-of-day effects", "Signal metadata", "Quota use",
+        "Fleet health"}
+    uids = [d["uid"] for d in dashboards().values()]
+    assert len(set(uids)) == len(uids)
+
+
+# --- InfluxQL, enough of it to check names ------------------------------------------------
+
+
+def _close(text: str, start: int) -> int:
+    """Index of the parenthesis closing the one at ``start``."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    raise AssertionError(f"unbalanced parentheses in {text!r}")
+
+
+def _outside_strings(text: str) -> str:
+    """Regexes and string literals blanked, so their contents are not read as names."""
+    text = re.sub(r"/\^[^/]*\$/", "/re/", text)
+    return re.sub(r"'[^']*'", "''", text)
+
+
+def check_select(query: str) -> set[str]:
+    """Check one SELECT; return the names its rows carry (aliases or fields)."""
+    m = re.match(r"SELECT (?P<sel>.+?) FROM (?P<src>.*)$", query, re.S)
+    assert m, f"not a SELECT ... FROM ...: {query!r}"
+    src = m.group("src")
+    if src.startswith("("):
+        end = _close(src, 0)
+        available = check_select(src[1:end])
+        rest = src[end + 1:]
+        measurement = None
+    else:
+        mm = re.match(r'"(\w+)"(?P<rest>.*)$', src, re.S)
+        assert mm, f'FROM must name a quoted measurement: {query!r}'
+        measurement = mm.group(1)
+        assert measurement in FIELDS, f"unknown measurement {measurement!r} in {query!r}"
+        available = set(FIELDS[measurement])
+        rest = mm.group("rest")
+    assert "$timeFilter" in rest, f"unbounded query (no $timeFilter): {query!r}"
+    selected = _outside_strings(m.group("sel"))
+    aliases = set(re.findall(r'AS "([^"]+)"', selected))
+    used = set(IDENT.findall(re.sub(r'AS "[^"]+"', "", selected)))
+    unknown = used - available
+    assert not unknown, (f"{sorted(unknown)} not among {sorted(available)} "
+                         f"({measurement or 'subquery'}): {query!r}")
+    for name in IDENT.findall(_outside_strings(rest)):
+        assert name in RESULT_TAGS, f"{name!r} in WHERE/GROUP BY is not a tag: {query!r}"
+    assert re.search(r"\bGROUP BY\b.*\btime\(", rest) is None or "$timeFilter" in rest
+    return aliases | (used if not aliases else set())
+
+
+def panel_queries() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    return [(name, p, t) for name, d in dashboards().items() for p in d["panels"]
+            for t in p["targets"]]
+
+
+def test_every_panel_reads_the_datasource_with_a_query() -> None:
+    uid = load_generator().DATASOURCE_UID
+    for name, d in dashboards().items():
+        assert d["panels"], name
+        for p in d["panels"]:
+            assert p["datasource"] == {"type": "influxdb", "uid": uid}, (name, p["title"])
+            assert p["targets"], f"{name}: panel {p['title']!r} has no query"
+            for t in p["targets"]:
+                assert t["rawQuery"] is True and t["query"].strip(), (name, p["title"])
+                assert t["datasource"]["uid"] == uid
+
+
+@pytest.mark.parametrize("where", [f"{n}: {p['title']} {t['refId']}"
+                                   for n, p, t in panel_queries()])
+def test_every_query_is_influxql_over_the_schema(where: str) -> None:
+    [(_, _, target)] = [(n, p, t) for n, p, t in panel_queries()
+                        if f"{n}: {p['title']} {t['refId']}" == where]
+    check_select(target["query"])
+
+
+def test_transformations_name_fields_the_queries_return() -> None:
+    for name, d in dashboards().items():
+        for p in d["panels"]:
+            returned = set().union(*(check_select(t["query"]) for t in p["targets"]))
+            for tr in p.get("transformations", []):
+                if tr["id"] == "calculateField":
+                    b = tr["options"]["binary"]
+                    assert {b["left"], b["right"]} <= returned, (name, p["title"])
+                if tr["id"] == "groupBy":
+                    fields = set(tr["options"]["fields"]) - {"Time"}
+                    assert fields <= returned, (name, p["title"])
+            dims = p.get("options", {}).get("dims", {})
+            if "x" in dims:
+                assert dims["x"] in returned, (name, p["title"])
+
+
+def test_template_variables_used_are_defined() -> None:
+    for name, d in dashboards().items():
+        defined = {v["name"] for v in d["templating"]["list"]}
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                m = re.match(r'SHOW TAG VALUES FROM "(\w+)" WITH KEY = "(\w+)"', v["query"])
+                assert m, (name, v["query"])
+                assert m.group(1) in FIELDS and m.group(2) in RESULT_TAGS, (name, v["query"])
+                assert v["datasource"]["uid"] == load_generator().DATASOURCE_UID
+        texts = [json.dumps(d["panels"]), json.dumps(d["links"]),
+                 *(v.get("query", "") for v in d["templating"]["list"])]
+        used = set()
+        for text in texts:
+            for groups in VARIABLE.findall(text):
+                used.add(next(g for g in groups if g))
+        used = {u for u in used if not u.startswith("tag_")}  # alias patterns
+        missing = used - defined - BUILTINS
+        assert not missing, f"{name}: variables used but not defined: {sorted(missing)}"
+        for p in d["panels"]:
+            if "repeat" in p:
+                assert p["repeat"] in defined, (name, p["title"])
+
+
+@pytest.mark.parametrize(("query", "why"), [
+    ('SELECT mean("mean_bps") FROM "tat_summary" WHERE "campaign" = \'c\'', "unbounded"),
+    ('SELECT mean("mean_bsp") FROM "tat_summary" WHERE $timeFilter', "not among"),
+    ('SELECT mean("bps") FROM "tatt" WHERE $timeFilter', "unknown measurement"),
+    ('SELECT mean("bps") FROM "tat" WHERE "nod" =~ /^$node$/ AND $timeFilter', "not a tag"),
+    ('SELECT spread("x") FROM (SELECT mean("bps") AS "y" FROM "tat" WHERE $timeFilter) '
+     "WHERE $timeFilter", "not among"),
+    ("SHOW MEASUREMENTS", "not a SELECT"),
+])
+def test_the_query_check_catches_mistakes(query: str, why: str) -> None:
+    with pytest.raises(AssertionError, match=why):
+        check_select(query)

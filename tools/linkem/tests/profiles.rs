@@ -1,0 +1,81 @@
+//! The shipped catalogue (deploy/profiles) parses, builds, and keeps the
+//! shapes of the reference campaign.
+
+use std::path::{Path, PathBuf};
+
+use chrono::Utc;
+use linkem::policer::PolicerSpec;
+use linkem::profile::{Overrides, Profile};
+use linkem::rate::CapacitySpec;
+
+fn catalogue() -> Option<Vec<PathBuf>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/profiles");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    Some(files)
+}
+
+#[test]
+fn every_profile_builds_with_sane_values() {
+    let Some(files) = catalogue() else {
+        eprintln!("SKIP: deploy/profiles is absent");
+        return;
+    };
+    assert!(files.len() >= 5, "{files:?}");
+    for f in &files {
+        let p = Profile::load(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let spec = p
+            .build(f.parent().unwrap(), Utc::now(), &Overrides::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let o = &p.operator;
+        assert!(
+            o.mcc_mnc.len() >= 6 && o.mcc_mnc.chars().all(|c| c.is_ascii_digit() || c == '-'),
+            "{}: mcc_mnc {:?}",
+            f.display(),
+            o.mcc_mnc
+        );
+        assert_eq!(o.country.len(), 2, "{}: country", f.display());
+        assert!(p.source.is_some(), "{}: say where the numbers come from", f.display());
+        // Uplink stable rate within 1-30 Mbit/s.
+        let stable = spec
+            .uplink
+            .policers
+            .iter()
+            .find_map(|s| match s {
+                PolicerSpec::PeakThenDrop { stable_bps, .. } | PolicerSpec::Ramp { stable_bps, .. } => {
+                    Some(*stable_bps)
+                }
+                PolicerSpec::TokenBucket { .. } => None,
+            })
+            .or(match spec.uplink.capacity {
+                CapacitySpec::Constant { bps } => Some(bps),
+                _ => None,
+            })
+            .unwrap();
+        assert!((1e6..=30e6).contains(&stable), "{}: uplink {stable}", f.display());
+    }
+}
+
+#[test]
+fn catalogue_has_the_reference_shapes() {
+    let Some(files) = catalogue() else {
+        eprintln!("SKIP: deploy/profiles is absent");
+        return;
+    };
+    let profiles: Vec<Profile> = files.iter().map(|f| Profile::load(f).unwrap()).collect();
+    let has = |country: &str, rat: &str, pred: &dyn Fn(&Profile) -> bool| {
+        profiles
+            .iter()
+            .any(|p| p.operator.country == country && p.rat == rat && pred(p))
+    };
+    let kinds = |p: &Profile| format!("{:?}", p.uplink.policing);
+    assert!(has("IT", "3G", &|p| kinds(p).contains("PeakThenDrop")));
+    assert!(has("IT", "LTE", &|p| kinds(p).contains("Ramp")));
+    assert!(has("ES", "LTE", &|p| kinds(p).contains("Ramp")));
+    assert!(has("SE", "LTE", &|p| p.uplink.policing.is_empty()));
+    assert!(has("NO", "LTE", &|p| p.uplink.policing.is_empty() && p.diurnal.is_some()));
+}
