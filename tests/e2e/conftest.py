@@ -98,6 +98,15 @@ class Fleet:
             time.sleep(1)
 
 
+def story(run: dict[str, Any]) -> str:
+    """A run's transitions one per line, final reason first: what a failed assertion
+    should show (the raw event list is cut short in test reports)."""
+    lines = [f"{run['id']} ended {run['state']}: {run.get('reason')}"]
+    lines += [f"  {e['at']} {e['state']} ({e['source']}): {e['reason']}"
+              for e in run["events"]]
+    return "\n".join(lines)
+
+
 def script(name: str, *args: str, timeout: float = 900) -> None:
     subprocess.run([str(REPO / "scripts" / name), *args], check=True, timeout=timeout)
 

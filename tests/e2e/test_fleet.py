@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import FINAL, Fleet
+from tests.e2e.conftest import FINAL, Fleet, story
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,7 @@ def test_tat_measures_the_operator_link(
 ) -> None:
     run_id = fleet.submit(node, interface, duration_s=10)
     run = fleet.wait(run_id, FINAL, timeout_s=180)
-    assert run["state"] == "done", run["events"]
+    assert run["state"] == "done", story(run)
     states = [e["state"] for e in run["events"]]
     assert states == ["scheduled", "assigned", "deploying", "running", "uploading", "done"]
     result = fleet.get(f"/api/v1/runs/{run_id}/result")
@@ -83,7 +83,7 @@ def test_orchestrator_restart_mid_run_loses_nothing(fleet: Fleet) -> None:
     subprocess.run(["docker", "restart", "testbed-orchestrator"], check=True,
                    capture_output=True)
     run = fleet.wait(run_id, FINAL, timeout_s=180)
-    assert run["state"] == "done", run["events"]
+    assert run["state"] == "done", story(run)
     assert run["bundle_sha256"]
     result = fleet.get(f"/api/v1/runs/{run_id}/result")
     assert abs(result["mean_bps"] - 10e6) / 10e6 < 0.10
@@ -101,7 +101,7 @@ def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: st
     constant-rate link, at a fraction of its traffic; results reach InfluxDB."""
     run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5)
     run = fleet.wait(run_id, FINAL, timeout_s=400)
-    assert run["state"] == "done", run["events"]
+    assert run["state"] == "done", story(run)
     result = fleet.get(f"/api/v1/runs/{run_id}/result")
     assert result["format"] == "testbed.abw-tat" and "error" not in result
     kinds = [s["kind"] for s in result["steps"]]
@@ -156,7 +156,9 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
                        json={"cap_bytes": cap, "reset_day": 1, "margin": 0.05})
     assert r.status_code == 200, r.text
 
-    anchor = datetime.now(UTC)
+    # The planner keeps the anchor in whole seconds (sessions are named by whole-second
+    # starts), so the wall-clock hours below start from the same truncated instant.
+    anchor = datetime.now(UTC).replace(microsecond=0)
     start = anchor + timedelta(minutes=20)  # 20 s of wall time from now
     out = submit(spec("hourly", start, anchor))
     by_node: dict[str, list[dict[str, Any]]] = {}
@@ -169,7 +171,7 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
 
     for run in out["runs"]:
         done = fleet.wait(run["id"], FINAL, timeout_s=300)
-        assert done["state"] == "done", done["events"]
+        assert done["state"] == "done", story(done)
         # on schedule: it started inside its (compressed) hour
         session = datetime.fromisoformat(run["session"])
         hour_start = anchor + (session - anchor) / 60
