@@ -42,7 +42,13 @@ class ModemMetadataConfig(_Strict):
 
 
 class GpsConfig(_Strict):
-    source: Literal["gpsd"] = "gpsd"
+    """Where the node's position comes from: ``gpsd`` (a real receiver) or ``linkem``
+    (the emulated GPS of a moving node: the ``position`` in a linkem state file; the
+    modems ride with the node, so any of its interfaces' files will do)."""
+
+    source: Literal["gpsd", "linkem"] = "gpsd"
+    #: linkem state file holding the position (source ``linkem``).
+    linkem_state: str = "/run/linkem/op0.json"
     host: str = "127.0.0.1"
     port: int = Field(2947, gt=0, le=65535)
     timeout_s: float = Field(3.0, gt=0)

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from node_agent.config import parse_config
+from node_agent.metadata.gps import LinkemGpsReader
 from node_agent.metadata.modem import LinkemModemReader, MetadataError
-from node_agent.metadata.sampler import MetadataSampler, readers_from_config
+from node_agent.metadata.sampler import MetadataSampler, gps_from_config, readers_from_config
 
 
 def state(cell_id: int, handovers: int, *, t_ms: int = 1763776000000,
-          in_outage: bool = False) -> dict[str, Any]:
-    return {
+          in_outage: bool = False, band: str | None = None,
+          position: dict[str, float] | None = None) -> dict[str, Any]:
+    return {"band": band, "position": position,
         "format_version": 1, "time_unix_ms": t_ms, "epoch_monotonic_ns": 891164682723,
         "delivered": {"uplink_bps": 9996000.0, "downlink_bps": 12000.0},
         "emulator_time_s": 12.4,
@@ -55,6 +57,46 @@ def test_a_handover_is_seen_as_a_cell_id_change(tmp_path: Path) -> None:
     cells = [json.loads(line)["cell_id"] for line in lines]
     assert cells == [151149761, 151149762, 151149762]
     assert json.loads(lines[1])["in_outage"] is True
+
+
+def test_a_moving_node_reports_band_and_position(tmp_path: Path) -> None:
+    """A moving node's profile (``route:``, ``handover.bands``): the emulated modem
+    gives the serving cell's band, the emulated GPS the node's position."""
+    path = tmp_path / "op0.json"
+    config = parse_config(
+        {"node_id": "no-01", "orchestrator_url": "http://o", "netns_container": "c",
+         "gps": {"source": "linkem", "linkem_state": str(path)},
+         "interfaces": [{"name": "op0", "operator": {"mcc_mnc": "242-01", "name": "Telenor"},
+                         "server_address": "10.0.0.1",
+                         "metadata": {"linkem_state": str(tmp_path / "{interface}.json")}}]},
+        {"TESTBED_NODE_TOKEN": "t"})
+    gps = gps_from_config(config)
+    assert isinstance(gps, LinkemGpsReader)
+    assert gps.read() is None  # the link is not up yet: no fix, no error
+    sampler = MetadataSampler(readers_from_config(config), gps)
+    write(path, state(7, 0, band="B20", position={"lat": 59.9111, "lon": 10.7528,
+                                                  "speed_mps": 27.8, "heading_deg": 71.0}))
+    with sampler.recording(tmp_path / "run"):
+        write(path, state(8, 1, t_ms=1763776030000, band="B3",
+                          position={"lat": 59.9140, "lon": 10.7660, "speed_mps": 27.8,
+                                    "heading_deg": 71.0}))
+        sampler.sample_once()
+    fixes = [json.loads(line) for line in
+             (tmp_path / "run" / "meta" / "gps.jsonl").read_text().splitlines()]
+    assert [(f["lat"], f["lon"], f["fix"]) for f in fixes] == [
+        (59.9111, 10.7528, "2d"), (59.914, 10.766, "2d"), (59.914, 10.766, "2d")]
+    assert fixes[1]["time"] == "2025-11-22T01:47:10+00:00" and fixes[1]["speed"] == 27.8
+    bands = [json.loads(line)["band"] for line in
+             (tmp_path / "run" / "meta" / "modem.jsonl").read_text().splitlines()]
+    assert bands == ["B20", "B3", "B3"]
+
+
+def test_a_fixed_node_has_no_emulated_position(tmp_path: Path) -> None:
+    write(tmp_path / "op0.json", state(7, 0))
+    assert LinkemGpsReader(str(tmp_path / "op0.json")).read() is None
+    write(tmp_path / "op0.json", state(7, 0, position={"speed_mps": 3.0}))
+    with pytest.raises(MetadataError, match="without lat/lon"):
+        LinkemGpsReader(str(tmp_path / "op0.json")).read()
 
 
 def test_missing_state_file_is_no_modem_unless_linkem_is_required(tmp_path: Path) -> None:

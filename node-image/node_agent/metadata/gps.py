@@ -1,7 +1,9 @@
-"""GPS metadata from gpsd: its JSON TPV reports as :class:`GpsSample`.
+"""GPS metadata as :class:`GpsSample`: from gpsd on a real node, from linkem on an
+emulated moving node.
 
-The parser is pure; :class:`GpsdReader` connects to gpsd (TCP 2947), enables JSON
-watching and returns the first TPV report, with a timeout on every step.
+The parsers are pure; :class:`GpsdReader` connects to gpsd (TCP 2947), enables JSON
+watching and returns the first TPV report, with a timeout on every step;
+:class:`LinkemGpsReader` reads the ``position`` of a linkem state file.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from node_agent.metadata.modem import MetadataError
@@ -116,3 +119,35 @@ class GpsdReader:
         except OSError as e:
             raise MetadataError(f"cannot reach {where}: {e}") from e
         raise MetadataError(f"{where} sent no TPV report in {self.timeout_s:.0f} s")
+
+
+def parse_linkem_position(doc: Mapping[str, Any]) -> GpsSample | None:
+    """The position in a linkem state document (pure); None for a fixed node (no
+    ``route:`` in its profile). The emulated receiver always has a 2D fix."""
+    pos = doc.get("position")
+    ms = doc.get("time_unix_ms")
+    if not isinstance(pos, Mapping) or not isinstance(ms, int | float):
+        return None
+    lat, lon = _num(pos.get("lat")), _num(pos.get("lon"))
+    if lat is None or lon is None:
+        raise MetadataError(f"linkem position without lat/lon: {dict(pos)!r}")
+    return GpsSample(time=datetime.fromtimestamp(ms / 1000, UTC), lat=lat, lon=lon,
+                     alt=None, speed=_num(pos.get("speed_mps")), fix="2d")
+
+
+class LinkemGpsReader:
+    """The emulated GPS: the position linkem publishes for a moving node."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def read(self) -> GpsSample | None:
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None  # the link is not up yet
+        except (OSError, ValueError) as e:
+            raise MetadataError(f"cannot read linkem state {self.path}: {e}") from e
+        if not isinstance(doc, dict):
+            raise MetadataError(f"linkem state {self.path} is not a JSON object")
+        return parse_linkem_position(doc)

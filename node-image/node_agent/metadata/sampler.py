@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from node_agent.config import AgentConfig
-from node_agent.metadata.gps import GpsdReader, GpsReader, GpsSample
+from node_agent.metadata.gps import GpsdReader, GpsReader, GpsSample, LinkemGpsReader
 from node_agent.metadata.modem import (
     LinkemModemReader,
     MetadataError,
@@ -62,6 +62,8 @@ def gps_from_config(config: AgentConfig) -> GpsReader | None:
     g = config.gps
     if g is None:
         return None
+    if g.source == "linkem":
+        return LinkemGpsReader(g.linkem_state)
     return GpsdReader(g.host, g.port, timeout_s=g.timeout_s)
 
 

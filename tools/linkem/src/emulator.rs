@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::link::{DropReason, Environment, Link, LinkSpec};
 use crate::profile::Operator;
 use crate::radio::{Radio, RadioSpec};
+use crate::route::Route;
 use crate::signal::{signal, CellPlan};
 use crate::state::{DirectionState, Snapshot};
 use crate::Nanos;
@@ -32,6 +33,8 @@ pub struct EmulatorSpec {
     pub radio: RadioSpec,
     pub env: Environment,
     pub cells: CellPlan,
+    /// Where a moving node travels; None for a fixed node.
+    pub route: Option<Route>,
 }
 
 /// The emulated link.
@@ -44,6 +47,7 @@ pub struct Emulator {
     radio: Radio,
     env: Arc<Environment>,
     cells: CellPlan,
+    route: Option<Route>,
 }
 
 impl Emulator {
@@ -58,6 +62,7 @@ impl Emulator {
             radio: Radio::new(spec.radio),
             env,
             cells: spec.cells,
+            route: spec.route,
         }
     }
 
@@ -116,6 +121,8 @@ impl Emulator {
             operator: self.operator.clone(),
             rat: self.rat.clone(),
             cell_id: self.cells.cell_id(handovers),
+            band: self.cells.band(handovers).map(str::to_owned),
+            position: self.route.as_ref().map(|r| r.position_at(now)),
             handovers,
             in_outage: self.env.handovers.outage_at(now).is_some(),
             signal: signal(quality, load, self.cells.offset_db(handovers)),

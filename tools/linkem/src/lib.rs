@@ -7,7 +7,7 @@
 //!
 //! The crate is split in two layers:
 //! - pure decision logic (`rate`, `trace`, `policer`, `queue`, `delay`,
-//!   `radio`, `diurnal`, `handover`, `signal`, `link`, `emulator`): given a
+//!   `radio`, `diurnal`, `handover`, `signal`, `route`, `link`, `emulator`): given a
 //!   time in nanoseconds and the current state, it decides when each packet
 //!   may leave. It never reads a clock, so it is unit-tested with a virtual
 //!   clock;
@@ -28,6 +28,7 @@ pub mod queue;
 pub mod radio;
 pub mod rate;
 pub mod rng;
+pub mod route;
 pub mod runner;
 pub mod signal;
 pub mod state;

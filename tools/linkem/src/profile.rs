@@ -22,6 +22,7 @@ use crate::policer::PolicerSpec;
 use crate::queue::QueueLimit;
 use crate::radio::RadioSpec;
 use crate::rate::CapacitySpec;
+use crate::route::Route;
 use crate::signal::CellPlan;
 use crate::trace::Trace;
 use crate::{Error, Nanos, NS_PER_MS, NS_PER_S};
@@ -47,6 +48,10 @@ pub struct Profile {
     pub operator: Operator,
     /// "3G", "LTE", "5G", ...
     pub rat: String,
+    /// Frequency band the modem reports ("B20" for LTE 800, "B1" for UMTS
+    /// 2100); `handover.bands` overrides it per serving cell.
+    #[serde(default)]
+    pub band: Option<String>,
     /// IANA time zone ("Europe/Oslo") or UTC offset ("+01:00"); UTC if absent.
     #[serde(default)]
     pub timezone: Option<String>,
@@ -62,6 +67,9 @@ pub struct Profile {
     pub diurnal: Option<DiurnalSection>,
     #[serde(default)]
     pub handover: Option<HandoverSection>,
+    /// A moving node's path, reported by the emulated GPS.
+    #[serde(default)]
+    pub route: Option<RouteSection>,
     pub uplink: DirectionSection,
     pub downlink: DirectionSection,
 }
@@ -133,6 +141,20 @@ pub struct HandoverSection {
     /// Cells to cycle through; drawn from the seed when empty.
     #[serde(default)]
     pub cell_ids: Vec<u64>,
+    /// Bands of the cells, cycled like `cell_ids`; the profile's `band`
+    /// when empty.
+    #[serde(default)]
+    pub bands: Vec<String>,
+}
+
+/// A moving node: out along the waypoints and back at a constant speed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// `[latitude, longitude]` pairs in degrees, at least two.
+    pub waypoints: Vec<[f64; 2]>,
+    /// Ground speed, km/h.
+    pub speed_kmh: f64,
 }
 
 fn default_outage_ms() -> f64 {
@@ -290,8 +312,9 @@ impl Profile {
                 Some(Diurnal::new(factors, compression, start_local_s))
             }
         };
+        let profile_bands: Vec<String> = self.band.iter().cloned().collect();
         let (handovers, cells) = match &self.handover {
-            None => (HandoverSchedule::none(), CellPlan::new(vec![], seed)),
+            None => (HandoverSchedule::none(), CellPlan::new(vec![], seed).with_bands(profile_bands)),
             Some(h) => {
                 let mut at: Vec<Nanos> = h.at_s.iter().map(|s| secs(*s)).collect();
                 at.sort_unstable();
@@ -304,8 +327,16 @@ impl Profile {
                         OutageModeName::Drop => OutageMode::Drop,
                     },
                 };
-                (schedule, CellPlan::new(h.cell_ids.clone(), seed))
+                let bands = if h.bands.is_empty() { profile_bands } else { h.bands.clone() };
+                (schedule, CellPlan::new(h.cell_ids.clone(), seed).with_bands(bands))
             }
+        };
+        let route = match &self.route {
+            None => None,
+            Some(r) => Some(
+                Route::new(r.waypoints.iter().map(|p| (p[0], p[1])).collect(), r.speed_kmh / 3.6)
+                    .map_err(bad)?,
+            ),
         };
         Ok(EmulatorSpec {
             operator: self.operator.clone(),
@@ -321,6 +352,7 @@ impl Profile {
                 handovers,
             },
             cells,
+            route,
         })
     }
 }

@@ -54,12 +54,29 @@ fn round1(x: f64) -> f64 {
 pub struct CellPlan {
     ids: Vec<u64>,
     seed: u64,
+    bands: Vec<String>,
 }
 
 impl CellPlan {
     /// Cycles through `ids`; when empty, cell ids are drawn from `seed`.
     pub fn new(ids: Vec<u64>, seed: u64) -> Self {
-        Self { ids, seed }
+        Self { ids, seed, bands: Vec::new() }
+    }
+
+    /// The same plan with frequency bands ("B3", "B20", ...) cycled through
+    /// at each handover, as a modem reports the band of its serving cell.
+    pub fn with_bands(mut self, bands: Vec<String>) -> Self {
+        self.bands = bands;
+        self
+    }
+
+    /// Band of the serving cell after `index` handovers; None when the
+    /// profile names none.
+    pub fn band(&self, index: u64) -> Option<&str> {
+        if self.bands.is_empty() {
+            return None;
+        }
+        Some(self.bands[(index % self.bands.len() as u64) as usize].as_str())
     }
 
     fn draw(&self, index: u64) -> SplitMix64 {
@@ -120,5 +137,9 @@ mod tests {
         let listed = CellPlan::new(vec![10, 20], 0);
         assert_eq!(listed.cell_id(0), 10);
         assert_eq!(listed.cell_id(3), 20);
+        assert_eq!(listed.band(0), None);
+        let banded = CellPlan::new(vec![10, 20], 1).with_bands(vec!["B3".into(), "B20".into(), "B7".into()]);
+        assert_eq!(banded.band(0), Some("B3"));
+        assert_eq!(banded.band(4), Some("B20"));
     }
 }

@@ -6,7 +6,8 @@
 //! ```json
 //! {"format_version":1,"time_unix_ms":1700000000000,"epoch_monotonic_ns":123,
 //!  "emulator_time_s":12.3,"operator":{"mcc_mnc":"242-01","name":"Telenor","country":"NO"},
-//!  "rat":"LTE","cell_id":1234567,"handovers":2,"in_outage":false,
+//!  "rat":"LTE","cell_id":1234567,"band":"B20","handovers":2,"in_outage":false,
+//!  "position":{"lat":59.91,"lon":10.75,"speed_mps":25.0,"heading_deg":71.3},
 //!  "signal":{"rssi_dbm":-60.0,"rsrp_dbm":-85.0,"rsrq_db":-8.0,"sinr_db":18.0},
 //!  "local_hour":14,"diurnal_factor":0.8,"radio_idle":false,"promotions":1,
 //!  "uplink":{"rate_bps":5000000.0,"delivered_bps":4900000.0,"queue_packets":3,"queue_bytes":4500,
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 use crate::link::LinkStats;
 use crate::profile::Operator;
+use crate::route::Position;
 use crate::signal::Signal;
 use crate::Error;
 
@@ -48,6 +50,10 @@ pub struct Snapshot {
     pub operator: Operator,
     pub rat: String,
     pub cell_id: u64,
+    /// Band of the serving cell ("B3"); null when the profile names none.
+    pub band: Option<String>,
+    /// GPS fix of a moving node (profile `route:`); null for a fixed node.
+    pub position: Option<Position>,
     pub handovers: u64,
     pub in_outage: bool,
     pub signal: Signal,

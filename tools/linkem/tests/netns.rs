@@ -264,7 +264,7 @@ fn link_state_moves_with_profile_and_handovers() {
     // One emulated hour per real second; a handover every 0.7 s.
     let state = t.start_linkem(
         &profile(
-            "diurnal:\n  compression: 3600\n  start_hour: 0\n  factors: [1.0, 0.6, 0.4, 0.2, 0.1, 0.1, 0.1, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]\nhandover: {every_s: 0.7, outage_ms: 50}\nuplink: {rate_bps: 5000000}\ndownlink: {rate_bps: 20000000}\n",
+            "diurnal:\n  compression: 3600\n  start_hour: 0\n  factors: [1.0, 0.6, 0.4, 0.2, 0.1, 0.1, 0.1, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]\nhandover: {every_s: 0.7, outage_ms: 50, bands: [B3, B20]}\nroute: {speed_kmh: 3600, waypoints: [[59.0, 10.0], [59.5, 10.0]]}\nuplink: {rate_bps: 5000000}\ndownlink: {rate_bps: 20000000}\n",
         ),
         &[
             "--state-udp",
@@ -277,12 +277,17 @@ fn link_state_moves_with_profile_and_handovers() {
     let mut sinr = vec![];
     let mut rates = vec![];
     let mut handovers = vec![];
+    let mut bands = std::collections::BTreeSet::new();
+    let mut lats = vec![];
     for _ in 0..20 {
         let s = read_state(&state);
         cells.insert(s["cell_id"].as_u64().unwrap());
         handovers.push(s["handovers"].as_u64().unwrap());
         sinr.push(s["signal"]["sinr_db"].as_f64().unwrap());
         rates.push(s["downlink"]["rate_bps"].as_f64().unwrap());
+        bands.insert(s["band"].as_str().unwrap().to_owned());
+        lats.push(s["position"]["lat"].as_f64().unwrap());
+        assert_eq!(s["position"]["lon"].as_f64(), Some(10.0));
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     eprintln!("cells {cells:?}\nhandovers {handovers:?}\nsinr {sinr:?}\nrates {rates:?}");
@@ -290,6 +295,10 @@ fn link_state_moves_with_profile_and_handovers() {
     assert!(handovers.windows(2).all(|w| w[0] <= w[1]) && handovers[19] >= 4);
     assert!(rates[0] > rates[19] * 2.0, "capacity should fall with the load: {rates:?}");
     assert!(sinr[0] > sinr[19], "SINR should fall with the load: {sinr:?}");
+    assert_eq!(bands.len(), 2, "the band should follow the serving cell: {bands:?}");
+    // 1 km/s due north: ~0.009 degrees of latitude per 0.2 s read, for ~4 s.
+    assert!(lats.windows(2).all(|w| w[0] < w[1]), "the node should move north: {lats:?}");
+    assert!(lats[19] - lats[0] > 0.02, "{lats:?}");
     // The node can ask the router for the same document over UDP.
     let q = t.run('a', &["probe", "state", "--to", &format!("{ROUTER}:7001")]);
     assert_eq!(q["format_version"], 1);

@@ -79,3 +79,34 @@ fn catalogue_has_the_reference_shapes() {
     assert!(has("SE", "LTE", &|p| p.uplink.policing.is_empty()));
     assert!(has("NO", "LTE", &|p| p.uplink.policing.is_empty() && p.diurnal.is_some()));
 }
+
+#[test]
+fn every_profile_names_its_band_and_the_moving_node_travels() {
+    let Some(files) = catalogue() else {
+        eprintln!("SKIP: deploy/profiles is absent");
+        return;
+    };
+    for f in &files {
+        let p = Profile::load(f).unwrap();
+        assert!(p.band.is_some(), "{}: the emulated modem reports a band", f.display());
+    }
+    let train = files
+        .iter()
+        .find(|f| f.ends_with("no-telenor-lte-train.yaml"))
+        .expect("the catalogue has a moving node");
+    let p = Profile::load(train).unwrap();
+    let spec = p.build(train.parent().unwrap(), Utc::now(), &Overrides::default()).unwrap();
+    let emu = linkem::emulator::Emulator::new(spec);
+    let s = linkem::NS_PER_S;
+    let at = |t: u64| emu.snapshot(t * s);
+    let (start, later) = (at(0), at(60));
+    let (a, b) = (start.position.unwrap(), later.position.unwrap());
+    // 60 s at 100 km/h is 1667 m along the line.
+    let moved = linkem::route::haversine_m((a.lat, a.lon), (b.lat, b.lon));
+    assert!((moved - 1666.7).abs() < 20.0, "moved {moved} m: {a:?} -> {b:?}");
+    assert!((a.speed_mps - 27.78).abs() < 0.01, "{a:?}");
+    // Handovers every 30 s cycle the bands B20, B20, B3.
+    let bands: Vec<String> = (0..4).map(|k| at(k * 30 + 1).band.unwrap()).collect();
+    assert_eq!(bands, ["B20", "B20", "B3", "B20"]);
+    assert_ne!(at(1).cell_id, at(31).cell_id);
+}

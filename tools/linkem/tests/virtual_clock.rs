@@ -234,6 +234,7 @@ fn emulator(radio: RadioSpec, env: Environment) -> Emulator {
         radio,
         env,
         cells: CellPlan::new(vec![11, 22, 33], 1),
+        route: None,
     })
 }
 
@@ -337,6 +338,7 @@ fn signal_follows_trace_capacity() {
         radio: RadioSpec::default(),
         env: Environment::default(),
         cells: CellPlan::new(vec![7], 1),
+        route: None,
     };
     spec.downlink.capacity = CapacitySpec::Trace(trace);
     let e = Emulator::new(spec);
