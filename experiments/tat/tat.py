@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from tat_parse import Iperf3OutputError, iperf3_error, is_busy, parse_iperf3
+from tat_parse import Iperf3OutputError, established_to, iperf3_error, is_busy, parse_iperf3
 
 #: The measurement server runs one iperf3 per port; one test per port at a time.
 SERVER_PORTS = tuple(range(5201, 5209))
@@ -30,12 +31,24 @@ BUSY_PAUSE_S = 2.0
 CONNECT_TIMEOUT_MS = 5000
 #: Head-room over the transfer for connection set-up and the server's report.
 RUN_MARGIN_S = 30.0
+#: A server that accepted the control connection but opened no test within this long
+#: is stuck: iperf3 serves one client at a time and blocks reading from a client that
+#: vanished mid-handshake (a node that lost its link), so every later client waits
+#: for ever on that port. Give up on the port and try the next. A 3G round trip is
+#: well under a second; the handshake takes three.
+HANDSHAKE_TIMEOUT_S = 8.0
+#: Where the kernel lists the namespace's TCP connections.
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
 DEFAULTS: dict[str, Any] = {"duration_s": 10, "direction": "uplink", "bin_s": 0.1}
 
 
 class ExperimentError(Exception):
     """A failure to report as the run's reason (last stderr line)."""
+
+
+class StuckServer(ExperimentError):
+    """The server accepted the connection but never started the test."""
 
 
 def load_config() -> dict[str, Any]:
@@ -80,21 +93,59 @@ def iperf3_command(config: dict[str, Any], port: int) -> list[str]:
     return cmd
 
 
-def run_iperf3(cmd: list[str], timeout_s: float) -> dict[str, Any]:
+def server_ip(server: str) -> str:
+    """The server's address as the kernel's tables show it (names are resolved)."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as e:
-        raise ExperimentError(f"iperf3 did not finish within {timeout_s:.0f} s") from e
+        return socket.gethostbyname(server)
+    except OSError as e:
+        raise ExperimentError(f"cannot resolve the measurement server {server!r}: {e}") from e
+
+
+def connections_to(server: str, port: int) -> int:
+    """Established connections from this network namespace to ``server:port``."""
+    count = 0
+    for table in TCP_TABLES:
+        try:
+            count += established_to(Path(table).read_text(), server, port)
+        except OSError:
+            continue  # no IPv6 in the namespace
+    return count
+
+
+def run_iperf3(cmd: list[str], timeout_s: float, *, server: str, port: int,
+               handshake_s: float = HANDSHAKE_TIMEOUT_S) -> dict[str, Any]:
+    """Run one iperf3 client; :class:`StuckServer` when the test never starts."""
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
     except OSError as e:
         raise ExperimentError(f"cannot start iperf3: {e}") from e
-    if proc.stderr:
-        sys.stderr.write(proc.stderr)
+    started = time.monotonic()
+    test_seen = False
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        elapsed = time.monotonic() - started
+        # control connection plus at least one data connection: the test is on
+        test_seen = test_seen or connections_to(server, port) >= 2
+        if elapsed > timeout_s or (not test_seen and elapsed > handshake_s):
+            proc.kill()
+            proc.communicate()
+            if test_seen:
+                raise ExperimentError(f"iperf3 did not finish within {timeout_s:.0f} s")
+            raise StuckServer(f"{server}:{port} accepted the connection but started no "
+                              f"test within {handshake_s:.0f} s (server stuck)")
+    if stderr:
+        sys.stderr.write(stderr)
     try:
-        raw = json.loads(proc.stdout)
+        raw = json.loads(stdout)
     except ValueError as e:
         raise ExperimentError(
             f"iperf3 exited {proc.returncode} without a JSON report: "
-            f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+            f"{(stderr or stdout).strip()[-300:]}"
         ) from e
     if not isinstance(raw, dict):
         raise ExperimentError("iperf3 report is not a JSON object")
@@ -104,14 +155,24 @@ def run_iperf3(cmd: list[str], timeout_s: float) -> dict[str, Any]:
 def measure(config: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """Run iperf3 against the first port that is not busy; returns (raw report, port)."""
     timeout_s = float(config["parameters"]["duration_s"]) + RUN_MARGIN_S
+    server = server_ip(str(config["server_address"]))
     last_error = "no port tried"
+    stuck: set[int] = set()
     for round_no in range(BUSY_ROUNDS):
         if round_no:
             time.sleep(BUSY_PAUSE_S)
         for port in SERVER_PORTS:
+            if port in stuck:
+                continue  # it will not recover within this run
             cmd = iperf3_command(config, port)
             print(f"tat: {' '.join(cmd)}", file=sys.stderr)
-            raw = run_iperf3(cmd, timeout_s)
+            try:
+                raw = run_iperf3(cmd, timeout_s, server=server, port=port)
+            except StuckServer as e:
+                stuck.add(port)
+                last_error = str(e)
+                print(f"tat: {last_error}; trying the next port", file=sys.stderr)
+                continue
             err = iperf3_error(raw)
             if err is None:
                 return raw, port

@@ -102,6 +102,9 @@ class AgentConfig(_Strict):
     chunk_bytes: int = Field(1024 * 1024, gt=0)
     #: How often running experiments' byte counters are read, seconds.
     meter_interval_s: float = Field(0.5, gt=0)
+    #: Hold each run to its reservation in the kernel too (an nftables quota in the
+    #: node's namespace; needs nft and NET_ADMIN). Without nft the meter alone does.
+    quota_backstop: bool = True
     #: Longest pause between retries while the orchestrator is unreachable, seconds.
     max_backoff_s: float = Field(60.0, gt=0)
     #: Pause between registrations refused with 401 (a wrong token stays wrong), seconds.

@@ -2,7 +2,8 @@
 
 MONROE checked quotas once a minute and killed with ``kill -9``; here the runner reads
 the interface counters every 0.5 s and asks :func:`verdict` whether to stop, so a run
-overshoots its reservation by at most half a second of traffic.
+overshoots its reservation by at most half a second of traffic, and not at all where
+the kernel backstop (an nftables quota, :mod:`node_agent.backstop`) is armed.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ class Usage:
         )
 
 
-def verdict(*, now: datetime, deadline: datetime, used_bytes: int, max_bytes: int) -> str | None:
-    """The reason to kill the run now, or None to let it go on."""
+def verdict(*, now: datetime, deadline: datetime, used_bytes: int, max_bytes: int,
+            quota_spent: bool = False) -> str | None:
+    """The reason to kill the run now, or None to let it go on. ``quota_spent``: the
+    kernel backstop (:mod:`node_agent.backstop`) has spent the reservation and drops
+    the run's packets, though the counters, which include link-layer headers or lag
+    by a read, may not show it yet."""
     if used_bytes > max_bytes:
         return f"traffic reservation exceeded: used {used_bytes} of {max_bytes} bytes"
+    if quota_spent:
+        return (f"traffic reservation exceeded: the kernel quota of {max_bytes} bytes is "
+                f"spent and drops the run's packets (interface counters: {used_bytes} bytes)")
     if now >= deadline:
         return f"exceeded its time slot (deadline {deadline.isoformat()})"
     return None

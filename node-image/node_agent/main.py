@@ -14,6 +14,7 @@ import docker.errors
 
 from node_agent import __version__
 from node_agent.agent import Agent
+from node_agent.backstop import NftBackstop
 from node_agent.client import OrchestratorClient
 from node_agent.config import AgentConfig, load_config
 from node_agent.errors import AgentError
@@ -39,8 +40,8 @@ def _counters(config: AgentConfig, client: docker.DockerClient) -> CounterSource
 
 
 def _netns_pid(config: AgentConfig, client: docker.DockerClient) -> Callable[[], int] | None:
-    """Outside the node's namespace (counters_from: netns_container) tcpdump is run
-    under nsenter into that container's; inside it, as it is."""
+    """Outside the node's namespace (counters_from: netns_container) tcpdump and nft
+    are run under nsenter into that container's; inside it, as they are."""
     if config.counters_from == "sysfs":
         return None
     return lambda: int(client.api.inspect_container(config.netns_container)["State"]["Pid"])
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
         net_raw=config.experiment_net_raw,
         capture=config.capture,
         capture_netns_pid=_netns_pid(config, dock),
+        backstop=(NftBackstop(netns_pid=_netns_pid(config, dock))
+                  if config.quota_backstop else None),
     )
     metadata = MetadataSampler(readers_from_config(config), gps_from_config(config),
                                interval_s=config.metadata_interval_s)

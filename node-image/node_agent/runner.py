@@ -30,6 +30,7 @@ import docker
 import docker.errors
 
 from node_agent import __version__
+from node_agent.backstop import BackstopError, NftBackstop
 from node_agent.capture import RunningCapture, capture_member, disabled_document
 from node_agent.config import AgentConfig, CaptureConfig
 from node_agent.errors import RunnerError
@@ -164,6 +165,15 @@ class RunOutcome:
     counters_after: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+def _agent_note(run_dir: Path, line: str) -> None:
+    """One line in the run's logs/agent.txt: what went wrong around the experiment
+    (capture, backstop, copying results) without failing it."""
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "agent.txt").open("a") as f:
+        f.write(line.rstrip("\n") + "\n")
+
+
 def _container_name(run_id: str) -> str:
     return "testbed-run-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", run_id)
 
@@ -197,10 +207,13 @@ class DockerRunner:
         clock: Callable[[], datetime] = utcnow,
         capture: CaptureConfig | None = None,
         capture_netns_pid: Callable[[], int] | None = None,
+        backstop: NftBackstop | None = None,
     ) -> None:
         """``capture``: tcpdump each run's interface (None or disabled: no capture);
         ``capture_netns_pid``: when the agent is not in the node's network namespace,
-        the pid of a process that is (tcpdump is then run under nsenter)."""
+        the pid of a process that is (tcpdump is then run under nsenter);
+        ``backstop``: the kernel quota that holds each run to its reservation (None:
+        the meter alone)."""
         self.docker = client
         self.counters = counters
         self.node_id = node_id
@@ -210,6 +223,7 @@ class DockerRunner:
         self.clock = clock
         self.capture = capture
         self.capture_netns_pid = capture_netns_pid
+        self.backstop = backstop
 
     # -- housekeeping --------------------------------------------------------------------
 
@@ -224,6 +238,11 @@ class DockerRunner:
                 c.remove(force=True)
         except docker.errors.DockerException as e:
             raise RunnerError(f"cannot clean up old experiment containers: {e}") from e
+        if self.backstop is not None:
+            try:
+                self.backstop.clear()
+            except BackstopError as e:
+                log.warning("cannot clear the kernel quotas of an earlier life: %s", e)
         return removed
 
     def _snapshot(self) -> dict[str, dict[str, int]]:
@@ -335,10 +354,7 @@ class DockerRunner:
                     doc["error"] = f"cannot move the capture into results/: {e}"
             if doc.get("error"):
                 log.warning("run %s: capture: %s", spec.run_id, doc["error"])
-                logs = run_dir / "logs"
-                logs.mkdir(parents=True, exist_ok=True)
-                with (logs / "agent.txt").open("a") as f:
-                    f.write(f"packet capture: {doc['error']}\n")
+                _agent_note(run_dir, f"packet capture: {doc['error']}")
         (meta / "capture.json").write_text(json.dumps(doc, indent=2))
 
     def _create(self, spec: RunSpec) -> Any:
@@ -376,12 +392,47 @@ class DockerRunner:
             raise RunnerError(f"cannot meter the run's interface: {e}") from e
         if capture is not None and not capture.start():
             log.warning("run %s: no packet capture: %s", spec.run_id, capture.error)
+        armed = self._arm_backstop(spec, run_dir)
         try:
             return self._start_and_watch(spec, container, run_dir, on_running, stop, before,
-                                         baseline, capture)
+                                         baseline, capture, armed)
         finally:
             if capture is not None:
                 capture.stop()
+            if armed:
+                self._disarm_backstop(spec)
+
+    def _arm_backstop(self, spec: RunSpec, run_dir: Path) -> bool:
+        """Arm the run's kernel quota; a node without nft runs on the meter alone, and
+        the run's logs say so."""
+        if self.backstop is None:
+            return False
+        try:
+            self.backstop.arm(spec.run_id, interface=spec.interface,
+                              address=spec.interface_address, limit_bytes=spec.max_bytes)
+        except BackstopError as e:
+            log.warning("run %s: no kernel quota backstop: %s", spec.run_id, e)
+            _agent_note(run_dir, f"no kernel quota backstop (the meter alone holds the "
+                                 f"reservation): {e}")
+            return False
+        return True
+
+    def _disarm_backstop(self, spec: RunSpec) -> None:
+        assert self.backstop is not None
+        try:
+            self.backstop.disarm(spec.run_id)
+        except BackstopError as e:  # cleared at the next agent start at the latest
+            log.warning("run %s: cannot remove its kernel quota: %s", spec.run_id, e)
+
+    def _backstop_spent(self, spec: RunSpec, armed: bool) -> bool:
+        if not armed:
+            return False
+        assert self.backstop is not None
+        try:
+            return self.backstop.state(spec.run_id).spent
+        except BackstopError as e:
+            log.warning("run %s: cannot read its kernel quota: %s", spec.run_id, e)
+            return False
 
     def _start_and_watch(
         self,
@@ -393,6 +444,7 @@ class DockerRunner:
         before: dict[str, dict[str, int]],
         baseline: Counters,
         capture: RunningCapture | None,
+        armed: bool = False,
     ) -> RunOutcome:
         try:
             container.start()
@@ -416,6 +468,7 @@ class DockerRunner:
                 reason = verdict(
                     now=self.clock(), deadline=spec.deadline, used_bytes=used,
                     max_bytes=spec.max_bytes,
+                    quota_spent=self._backstop_spent(spec, armed),
                 )
                 if reason is None and stop.is_set():
                     killed = (stop.state, stop.reason)
@@ -458,7 +511,7 @@ class DockerRunner:
             (logs / "stderr.txt").write_bytes(stderr_b)
             stderr = stderr_b.decode(errors="replace")
         except docker.errors.DockerException as e:
-            (logs / "agent.txt").write_text(f"cannot read the container's logs: {e}\n")
+            _agent_note(run_dir, f"cannot read the container's logs: {e}")
         try:
             stream, _stat = container.get_archive(RESULTS_PATH)
             with tempfile.TemporaryFile() as tmp:
@@ -468,11 +521,9 @@ class DockerRunner:
                 with tarfile.open(fileobj=tmp, mode="r:") as tar:
                     skipped = safe_extract(tar, run_dir)
             if skipped:
-                with (logs / "agent.txt").open("a") as f:
-                    f.write(f"not copied (links or devices are not results): {skipped}\n")
+                _agent_note(run_dir, f"not copied (links or devices are not results): {skipped}")
         except (docker.errors.DockerException, tarfile.TarError, OSError, BundleError) as e:
-            with (logs / "agent.txt").open("a") as f:
-                f.write(f"cannot copy {RESULTS_PATH} out of the container: {e}\n")
+            _agent_note(run_dir, f"cannot copy {RESULTS_PATH} out of the container: {e}")
         return stderr
 
     def _write_meta(self, spec: RunSpec, run_dir: Path, outcome: RunOutcome) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from node_agent.backstop import NftBackstop, quota_name
 from node_agent.config import AgentConfig, CaptureConfig, parse_config
 from node_agent.interfaces import ProcNetDevCounters
 from node_agent.runner import LABEL_NODE, LABEL_RUN, DockerRunner, RunSpec, StopRequest
@@ -341,3 +342,33 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
     contents = inspect_bundle(build_bundle(run_dir, run_id=spec.run_id, node_id=NODE_ID))
     assert {"results/capture/eth0.pcap", "meta/capture.json"} <= {
         f.path for f in contents.files}
+
+
+def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Path) -> None:
+    """With the meter slowed to one read every 5 s (an agent that stalls), the 0.5 s
+    meter's guarantee is gone: at 10 Mbit/s a 5 s gap is 6 MB. The nftables quota in
+    the node's namespace still holds the run to its 2 MB reservation, the run ends
+    saying so, and the quota is removed afterwards."""
+    if os.geteuid() != 0 or not (shutil.which("nft") and shutil.which("nsenter")):
+        pytest.skip("needs root, nft and nsenter on the test host")
+    backstop = NftBackstop(netns_pid=lambda: testbed.node_pid)
+    runner = DockerRunner(
+        testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),
+        node_id=NODE_ID, interfaces=["eth0"], meter_interval_s=5.0, backstop=backstop,
+    )
+    limit = 2_000_000
+    spec = _spec(testbed, duration_s=30, max_bytes=limit)
+    outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None, stop=StopRequest())
+    assert outcome.state == RunState.FAILED
+    assert outcome.reason.startswith(
+        f"traffic reservation exceeded: the kernel quota of {limit} bytes is spent"), \
+        outcome.reason
+    # Counted on the interface, Ethernet headers included (14 bytes a packet more
+    # than the quota's IP bytes): within 2% of the reservation, not 6 MB over it.
+    assert outcome.bytes_used is not None and outcome.bytes_used <= limit * 1.02, \
+        outcome.bytes_used
+    listing = subprocess.run(
+        ["nsenter", f"--net=/proc/{testbed.node_pid}/ns/net", "nft", "list", "ruleset"],
+        capture_output=True, text=True, check=True).stdout
+    assert quota_name(spec.run_id) not in listing, listing
+    assert not _leftovers(testbed, spec.run_id)

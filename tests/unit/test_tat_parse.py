@@ -142,3 +142,27 @@ def test_unfinished_test_is_refused() -> None:
 def test_bad_direction() -> None:
     with pytest.raises(ValueError, match="direction"):
         _parse(_fixture("iperf3_uplink.json"), "sideways")
+
+
+# /proc/net/tcp{,6} as the kernel prints them: a client in 172.30.1.21 with its control
+# connection to 172.30.1.10:5201 (0x1451) and one data connection, one to another port,
+# one half-open (SYN_SENT, state 02); and an IPv4-mapped IPv6 connection.
+PROC_TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid
+   0: 15011EAC:B14D 0A011EAC:1451 01 00000000:00000000 00:00000000 00000000     0
+   1: 15011EAC:B14E 0A011EAC:1451 01 00000000:00000000 00:00000000 00000000     0
+   2: 15011EAC:B150 0A011EAC:1452 01 00000000:00000000 00:00000000 00000000     0
+   3: 15011EAC:B151 0A011EAC:1451 02 00000000:00000000 00:00000000 00000000     0
+"""
+PROC_TCP6 = """\
+  sl  local_address                         remote_address                        st
+   0: 0000000000000000FFFF000015011EAC:B152 0000000000000000FFFF00000A011EAC:1451 01
+"""
+
+
+def test_established_connections_to_the_server_port_are_counted() -> None:
+    assert tat_parse.established_to(PROC_TCP, "172.30.1.10", 5201) == 2
+    assert tat_parse.established_to(PROC_TCP, "172.30.1.10", 5202) == 1
+    assert tat_parse.established_to(PROC_TCP, "172.30.1.11", 5201) == 0
+    assert tat_parse.established_to(PROC_TCP6, "172.30.1.10", 5201) == 1
+    assert tat_parse.established_to("garbage\n 0: zz:zz 01\n", "172.30.1.10", 5201) == 0

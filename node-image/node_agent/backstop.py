@@ -1,0 +1,149 @@
+"""The kernel's hard limit on a run's traffic: an nftables quota, the backstop to the
+agent's meter.
+
+The meter (:mod:`node_agent.limits`) reads the interface counters every 0.5 s and kills
+the experiment once it passes its reservation, so a fast link can overshoot by half a
+second of traffic, and a stalled agent by more. The backstop closes that gap in the
+kernel: a named quota of the reservation's size, charged by every packet from and to
+the run's interface address in the node's network namespace, drops every packet once
+it is spent. The meter still ends the run (it sees the quota spent and says so).
+
+Rules match the interface *address*, not its name, so that they hold on a real modem
+(packets leave on ``wwan0``) and in the emulated fleet alike (packets from the run's
+address leave through linkem's TUN device before they reach ``opN``). Without an
+address they match the interface name. The quota counts IP bytes (no link-layer
+header), so on an Ethernet-like interface the counters can read up to 14 bytes per
+packet more than the quota allowed: the SIM cap's safety margin covers that.
+
+Scripts are built by pure functions; :class:`NftBackstop` runs them with ``nft -f -``,
+through ``nsenter`` when the agent is outside the node's namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+#: One table for every run's quota; removed whole when the agent starts.
+TABLE = "testbed_backstop"
+
+
+class BackstopError(Exception):
+    """nft is missing, refused a script, or answered something unreadable."""
+
+
+def _ident(run_id: str) -> str:
+    """nft identifiers allow letters, digits and underscores."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", run_id)
+
+
+def quota_name(run_id: str) -> str:
+    return "run_" + _ident(run_id)
+
+
+def arm_script(run_id: str, *, interface: str, address: str | None, limit_bytes: int) -> str:
+    """An ``nft -f`` script that limits the run to ``limit_bytes`` both ways (pure)."""
+    if limit_bytes < 0:
+        raise ValueError(f"a quota cannot be negative ({limit_bytes})")
+    if address is not None:
+        family = "ip6" if ":" in address else "ip"
+        out_match, in_match = f"{family} saddr {address}", f"{family} daddr {address}"
+    else:
+        name = json.dumps(interface)  # a quoted string nft accepts
+        out_match, in_match = f"oifname {name}", f"iifname {name}"
+    q, ident = quota_name(run_id), _ident(run_id)
+    return (
+        f"add table inet {TABLE}\n"
+        f"add quota inet {TABLE} {q} {{ over {limit_bytes} bytes; }}\n"
+        f"add chain inet {TABLE} out_{ident} "
+        "{ type filter hook output priority 0; policy accept; }\n"
+        f"add chain inet {TABLE} in_{ident} "
+        "{ type filter hook input priority 0; policy accept; }\n"
+        f'add rule inet {TABLE} out_{ident} {out_match} quota name "{q}" drop\n'
+        f'add rule inet {TABLE} in_{ident} {in_match} quota name "{q}" drop\n'
+    )
+
+
+def disarm_script(run_id: str) -> str:
+    """Removes what :func:`arm_script` added (pure): chains first, they use the quota."""
+    ident = _ident(run_id)
+    return (
+        f"delete chain inet {TABLE} out_{ident}\n"
+        f"delete chain inet {TABLE} in_{ident}\n"
+        f"delete quota inet {TABLE} {quota_name(run_id)}\n"
+    )
+
+
+@dataclass(frozen=True)
+class QuotaState:
+    limit_bytes: int
+    used_bytes: int
+
+    @property
+    def spent(self) -> bool:
+        return self.used_bytes >= self.limit_bytes
+
+
+def parse_quota(text: str) -> QuotaState:
+    """``nft -j list quota ...`` output as a :class:`QuotaState` (pure)."""
+    try:
+        doc = json.loads(text)
+        for item in doc["nftables"]:
+            if "quota" in item:
+                q = item["quota"]
+                return QuotaState(limit_bytes=int(q["bytes"]), used_bytes=int(q.get("used", 0)))
+    except (ValueError, KeyError, TypeError) as e:
+        raise BackstopError(f"unreadable nft quota listing: {e}: {text[:200]!r}") from e
+    raise BackstopError(f"nft listed no quota: {text[:200]!r}")
+
+
+class NftBackstop:
+    """Arms, reads and removes run quotas with the ``nft`` command."""
+
+    def __init__(self, *, nft: str = "nft", netns_pid: Callable[[], int] | None = None,
+                 timeout_s: float = 5.0) -> None:
+        self.nft = nft
+        self.netns_pid = netns_pid
+        self.timeout_s = timeout_s
+
+    def _run(self, args: list[str], script: str | None = None) -> str:
+        cmd = [self.nft, *args]
+        if self.netns_pid is not None:
+            cmd = ["nsenter", f"--net=/proc/{self.netns_pid()}/ns/net", *cmd]
+        try:
+            proc = subprocess.run(cmd, input=script, capture_output=True, text=True,
+                                  timeout=self.timeout_s, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise BackstopError(f"cannot run {cmd[0]}: {e}") from e
+        if proc.returncode != 0:
+            raise BackstopError(
+                f"{' '.join(args[:2])} failed ({proc.returncode}): "
+                f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+            )
+        return proc.stdout
+
+    def arm(self, run_id: str, *, interface: str, address: str | None,
+            limit_bytes: int) -> None:
+        self._run(["-f", "-"], arm_script(run_id, interface=interface, address=address,
+                                          limit_bytes=limit_bytes))
+
+    def state(self, run_id: str) -> QuotaState:
+        return parse_quota(self._run(["-j", "list", "quota", "inet", TABLE,
+                                      quota_name(run_id)]))
+
+    def disarm(self, run_id: str) -> None:
+        self._run(["-f", "-"], disarm_script(run_id))
+
+    def clear(self) -> None:
+        """Drops the quotas of an earlier agent life (their runs are gone)."""
+        try:
+            self._run(["delete", "table", "inet", TABLE])
+        except BackstopError as e:
+            if "No such file" not in str(e):
+                raise
