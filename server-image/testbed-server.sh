@@ -10,6 +10,8 @@
 #   TESTBED_IPERF3_PORTS   first-last port range (default 5201-5208)
 #   TESTBED_IPERF3_LOG_DIR keep each port's JSON reports here (default: discard; the
 #                          client already gets the server's report)
+#   TESTBED_IPERF3_STUCK_S restart an iperf3 server that holds a connection without moving
+#                          a byte this long (default 60; see iperf3_watchdog.py)
 #   TESTBED_SHAPE          "subnet=rate,..." e.g. "172.30.1.0/24=10mbit,172.30.2.0/24=4mbit":
 #                          tbf on the interface holding an address in each subnet, so
 #                          downlink runs are shaped too (needs NET_ADMIN)
@@ -24,6 +26,8 @@ LATENCY="${TESTBED_SHAPE_LATENCY:-50ms}"
 ABW_RECEIVERS="${TESTBED_ABW_RECEIVERS:-4}"
 #: Restart an iperf3 server left idle this long mid-test (a client that vanished).
 IDLE_TIMEOUT_S=120
+#: ...and one that holds a connection without moving a byte this long (iperf3_watchdog.py).
+STUCK_S="${TESTBED_IPERF3_STUCK_S:-60}"
 
 say() { echo "testbed-server: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -91,6 +95,13 @@ for port in $(seq "$first" "$last"); do
     serve "$port" &
 done
 say "iperf3 listening on ports $first-$last"
+# A client that vanishes mid-handshake leaves iperf3 blocked for ever on its port: the
+# watchdog kills such a server and serve() restarts it.
+WATCHDOG="${TESTBED_IPERF3_WATCHDOG:-/usr/local/lib/testbed/iperf3_watchdog.py}"
+if [ -r "$WATCHDOG" ]; then
+    python3 "$WATCHDOG" --stuck-s "$STUCK_S" &
+    say "iperf3 watchdog: a server silent on a held connection for ${STUCK_S} s is restarted"
+fi
 if command -v abw >/dev/null; then
     for port in $(seq 7351 $((7350 + ABW_RECEIVERS))); do
         serve_abw "$port" &

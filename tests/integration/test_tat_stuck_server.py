@@ -1,10 +1,11 @@
-"""The tat experiment against a measurement server whose first iperf3 port is stuck.
+"""The tat experiment and the server's watchdog against an iperf3 port that is stuck.
 
 iperf3 serves one client at a time and blocks reading from a client that vanished in
 the middle of its handshake (a node whose link dropped), so every later client of that
 port waits for ever. Real iperf3 servers in a network namespace: port 5201 made stuck
 by such a client, port 5202 healthy; the experiment, run as its image runs it (tat.py
-in the client's namespace), must give up on 5201 and measure on 5202 in bounded time.
+in the client's namespace), must give up on 5201 and measure on 5202 in bounded time;
+the server's watchdog must kill the stuck server and leave a busy one alone.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _in(ns: str, *cmd: str) -> list[str]:
 
 
 @pytest.fixture()
-def topology() -> Iterator[None]:
+def topology() -> Iterator[list[subprocess.Popen[bytes]]]:
     if os.geteuid() != 0 or shutil.which("iperf3") is None:
         pytest.skip("needs root (network namespaces) and iperf3")
     servers: list[subprocess.Popen[bytes]] = []
@@ -68,7 +69,7 @@ def topology() -> Iterator[None]:
                  f"subprocess.run(['ip', 'link', 'set', 'g1{TAG}', 'down'], check=True)\n"
                  "s.send(b'x' * 36 + b'\\0')\n")
         subprocess.run(_in(GHOST_NS, sys.executable, "-c", ghost), check=True, timeout=10)
-        yield
+        yield servers
     finally:
         for p in servers:
             p.kill()
@@ -77,7 +78,9 @@ def topology() -> Iterator[None]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def test_a_stuck_port_is_left_for_the_next(topology: None, tmp_path: Path) -> None:
+def test_a_stuck_port_is_left_for_the_next(
+    topology: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
         "interface": f"c1{TAG}", "interface_address": "10.95.1.2",
@@ -96,3 +99,26 @@ def test_a_stuck_port_is_left_for_the_next(topology: None, tmp_path: Path) -> No
     assert result["mean_bps"] > 0 and len(result["bins"]) >= 15
     # the handshake timeout (8 s) plus a 2 s test, not the 32 s transfer timeout
     assert took < 20, (took, proc.stderr)
+
+
+def test_the_watchdog_kills_the_stuck_server_and_spares_a_busy_one(
+    topology: list[subprocess.Popen[bytes]],
+) -> None:
+    stuck, healthy = topology
+    watchdog = subprocess.Popen(
+        _in(SERVER_NS, sys.executable, str(REPO / "server-image/iperf3_watchdog.py"),
+            "--stuck-s", "3", "--interval-s", "0.5"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # A 6 s test on the healthy port, twice the watchdog's patience: bytes flow.
+        client = subprocess.run(
+            _in(CLIENT_NS, "iperf3", "-c", "10.95.1.1", "-p", "5202", "-t", "6", "-J"),
+            capture_output=True, text=True, timeout=30)
+        assert json.loads(client.stdout).get("error") is None, client.stdout[-500:]
+        assert stuck.wait(timeout=10) == -9  # SIGKILL, within the watchdog's 3 s
+        assert healthy.poll() is None
+    finally:
+        watchdog.kill()
+        _, err = watchdog.communicate()
+    assert f"iperf3 server {stuck.pid} held a connection" in err, err
+    assert str(healthy.pid) not in err
