@@ -54,6 +54,16 @@ class RegistrationReply(_Wire):
     active_run_ids: list[str]
 
 
+class LiveMetadata(_Wire):
+    """The node's latest metadata samples, each in the record format of the run
+    bundle's ``meta/modem.jsonl``, ``meta/gps.jsonl`` and ``meta/system.jsonl``, so the
+    orchestrator turns both into points with the same code."""
+
+    modems: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
+    gps: dict[str, Any] | None = None
+    system: dict[str, Any] | None = None
+
+
 class Heartbeat(_Wire):
     sent_at: datetime
     interfaces: list[InterfaceReport]
@@ -62,6 +72,9 @@ class Heartbeat(_Wire):
     disk_free_bytes: int
     running_run_ids: list[str] = []
     spooled_bundles: int = 0
+    #: Latest modem, GPS and system samples: the time-series store follows the node
+    #: between runs too (runs also carry their own samples in their bundles).
+    metadata: LiveMetadata | None = None
 
 
 class Assignment(_Wire):

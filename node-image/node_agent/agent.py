@@ -47,7 +47,13 @@ from node_agent.spool import Spool
 from node_agent.uploader import upload
 from testbed_common.bundle import build_bundle
 from testbed_common.states import RunState
-from testbed_common.wire import Assignment, Heartbeat, Registration, StateReport
+from testbed_common.wire import (
+    Assignment,
+    Heartbeat,
+    LiveMetadata,
+    Registration,
+    StateReport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +197,7 @@ class Agent:
                 disk_free_bytes=shutil.disk_usage(self.config.state_dir).free,
                 running_run_ids=running,
                 spooled_bundles=len(self.spool),
+                metadata=self._live_metadata(),
             )
             try:
                 reply = self.client.heartbeat(body)
@@ -212,6 +219,18 @@ class Agent:
             self.heartbeat_interval_s = reply.heartbeat_interval_s
             self._take_orders(reply.assignments, reply.cancel_run_ids)
             self._sleep(self.heartbeat_interval_s)
+
+    def _live_metadata(self) -> LiveMetadata | None:
+        """The sampler's latest samples, for the time-series store between runs."""
+        m = self.metadata
+        if m is None:
+            return None
+        gps, system = m.latest_gps(), m.latest_system()
+        return LiveMetadata(
+            modems=[s.to_json() for _, s in sorted(m.latest_modems().items())],
+            gps=gps.to_json() if gps is not None else None,
+            system=system.to_json() if system is not None else None,
+        )
 
     def _take_orders(self, assignments: list[Assignment], cancel_run_ids: list[str]) -> None:
         with self._lock:

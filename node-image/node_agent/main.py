@@ -21,6 +21,7 @@ from node_agent.errors import AgentError
 from node_agent.interfaces import CounterSource, ProcNetDevCounters, SysfsCounters
 from node_agent.metadata.sampler import MetadataSampler, gps_from_config, readers_from_config
 from node_agent.metadata.server import MetadataServer
+from node_agent.metadata.system import SystemReader
 from node_agent.runner import DockerRunner
 
 log = logging.getLogger("node_agent")
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
                   if config.quota_backstop else None),
     )
     metadata = MetadataSampler(readers_from_config(config), gps_from_config(config),
+                               system=SystemReader(config.state_dir),
                                interval_s=config.metadata_interval_s)
     metadata.start()
     server: MetadataServer | None = None

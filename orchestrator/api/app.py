@@ -48,7 +48,8 @@ async def _reaper_loop(app: FastAPI, interval_s: float) -> None:
 
 
 async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
-    """Writes archived runs into the time-series store; waits out store outages."""
+    """Writes archived runs, then the heartbeats' metadata points, into the time-series
+    store; waits out store outages."""
     ctx = app.state.ctx
     ready = False
     while True:
@@ -57,6 +58,8 @@ async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
                 await run_in_threadpool(ctx.timeseries.create_database)
             ready = True
             done = await run_in_threadpool(ingest_pending, ctx, ctx.timeseries)
+            if not done.stopped:  # the nodes' live metadata, once the store answers
+                await run_in_threadpool(ctx.live.flush, ctx.timeseries)
             if done.written_runs:
                 log.info("ingested %d run(s), %d points", done.written_runs, done.points)
             if done.stopped:

@@ -12,6 +12,7 @@ from orchestrator.model.clock import Clock
 from orchestrator.settings import Settings
 from orchestrator.store.db import Database
 from orchestrator.timeseries.lineprotocol import TimeSeriesSink
+from orchestrator.timeseries.live import LiveBuffer
 
 
 @dataclass
@@ -27,6 +28,8 @@ class Context:
     started_at: datetime
     #: Where results go as time series; None when no store is configured.
     timeseries: TimeSeriesSink | None = None
+    #: Heartbeats' metadata points, waiting for the ingest loop to write them.
+    live: LiveBuffer = field(default_factory=LiveBuffer)
     #: One planning pass at a time in this process (the planner reads the calendar and
     #: writes runs; two passes at once would book the same session twice).
     plan_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -7,6 +7,7 @@ ahead, as MONROE nodes did) and runs already assigned, in case an earlier reply 
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -20,12 +21,14 @@ from orchestrator.services.context import Context
 from orchestrator.services.runs import transition
 from orchestrator.services.views import node_public
 from orchestrator.store.tables import Interface, Node, Run
+from orchestrator.timeseries.schema import RunContext, live_points
 from testbed_common import wire
 from testbed_common.states import RunState
 
 #: Runs due within this many heartbeat intervals are handed out early (prefetch), so a
 #: node can pull the image and start on time even if one heartbeat is lost.
 PREFETCH_BEATS = 3
+log = logging.getLogger(__name__)
 ACTIVE_ON_NODE = (RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING)
 
 
@@ -140,6 +143,18 @@ def register(ctx: Context, token: str | None, body: wire.Registration) -> wire.R
         )
 
 
+def _buffer_live_points(ctx: Context, node: Node, meta: wire.LiveMetadata) -> None:
+    """The heartbeat's samples as points for the ingest loop to write. A malformed
+    sample is logged and skipped: telemetry must never cost the node its work."""
+    try:
+        points = live_points(modems=meta.modems, gps=meta.gps, system=meta.system,
+                             ctx=RunContext(node=node.id, country=node.country))
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("node %s: heartbeat metadata not turned into points: %s", node.id, e)
+        return
+    ctx.live.add(points)
+
+
 def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.HeartbeatReply:
     now = ctx.clock.now()
     interval = ctx.settings.health.heartbeat_interval_s
@@ -150,6 +165,8 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
         node.disk_free_bytes = body.disk_free_bytes
         node.spooled_bundles = body.spooled_bundles
         _update_interfaces(s, node, body.interfaces, now)
+        if body.metadata is not None and ctx.timeseries is not None:
+            _buffer_live_points(ctx, node, body.metadata)
         assignments: list[wire.Assignment] = []
         if not node.maintenance:
             horizon = now + timedelta(seconds=interval * PREFETCH_BEATS)

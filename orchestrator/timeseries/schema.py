@@ -159,6 +159,7 @@ def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Po
 #: Bundle members the node agent writes with its modem and GPS samples of the run's span.
 MODEM_FILE = "meta/modem.jsonl"
 GPS_FILE = "meta/gps.jsonl"
+SYSTEM_FILE = "meta/system.jsonl"
 
 
 def modem_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
@@ -204,6 +205,29 @@ def gps_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Po
     return out
 
 
+def system_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
+    """The agent's health samples (``meta/system.jsonl``) as ``system`` points."""
+    out = []
+    for r in records:
+        free = r.get("disk_free_bytes")
+        fields: dict[str, FieldValue | None] = {
+            "cpu_pct": _float(r.get("cpu_pct")), "mem_pct": _float(r.get("mem_pct")),
+            "temperature_c": _float(r.get("temperature_c")),
+            "disk_free_bytes": int(free) if free is not None else None,
+        }
+        if any(v is not None for v in fields.values()):
+            out.append(point(SYSTEM, ctx, fields, to_ns(str(r["time"]))))
+    return out
+
+
+def live_points(*, modems: Iterable[Mapping[str, Any]], gps: Mapping[str, Any] | None,
+                system: Mapping[str, Any] | None, ctx: RunContext) -> list[Point]:
+    """A heartbeat's latest samples (records as in the bundle's meta files) as points
+    tagged with the node only: they belong to no run."""
+    return [*modem_points(modems, ctx), *gps_points([gps] if gps else [], ctx),
+            *system_points([system] if system else [], ctx)]
+
+
 def flow_points(flows: Sequence[FlowStats], ctx: RunContext) -> list[Point]:
     """Per-connection figures from a capture as ``flows`` points, at each flow's start."""
     out = []
@@ -237,7 +261,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
     ``*.json`` with format ``testbed.tat``: :func:`tat_points`; ``meta/modem.jsonl``:
-    :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; other ``*.jsonl``,
+    :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
+    :func:`system_points`; other ``*.jsonl``,
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
     damaged capture gives the flows before the damage, and a note). Files of other
     kinds are left alone. The ingest service and a rebuild from the archive both call
@@ -257,6 +282,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
                     out.points.extend(modem_points(records, ctx))
                 elif name == GPS_FILE:
                     out.points.extend(gps_points(records, ctx))
+                elif name == SYSTEM_FILE:
+                    out.points.extend(system_points(records, ctx))
                 else:
                     out.points.extend(abw_points(records, ctx))
             elif name.endswith(".json"):

@@ -123,9 +123,9 @@ def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: st
 
 
 def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: Fleet) -> None:
-    """An hourly campaign in compressed time (an hour a minute) on two nodes: every
-    session starts in its hour; a SIM capped for two sessions gets the third deferred
-    with a reason, and what it measured stays under its cap."""
+    """An hourly ABw-TAT-ABw campaign in compressed time (an hour a minute) on two
+    nodes: every session starts in its hour; a SIM capped for two sessions gets the
+    third deferred with a reason, and what it measured stays under its cap."""
     def submit(spec: dict[str, Any]) -> dict[str, Any]:
         r = fleet.http.post("/api/v1/campaigns", json=spec)
         assert r.status_code == 201, r.text
@@ -135,7 +135,9 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
     def spec(name: str, start: datetime, anchor: datetime) -> dict[str, Any]:
         return {"version": 2, "name": name, "nodes": ["se-01", "se-02"],
                 "select": "interface:op0",
-                "steps": [{"experiment": "tat", "parameters": {"duration_s": 5}}],
+                # ABW-TAT-ABW, one half (the session must fit a compressed hour)
+                "steps": [{"experiment": "abw-tat", "parameters": {
+                    "run_s": 5, "estimates": 1, "halves": 1}}],
                 "recurrence": {"kind": "every", "hours": 1, "start": start.isoformat(),
                                "end": (start + timedelta(hours=3)).isoformat()},
                 "time_scale": 60, "time_anchor": anchor.isoformat()}
@@ -178,5 +180,7 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
         started = next(datetime.fromisoformat(e["at"]) for e in done["events"]
                        if e["state"] == "running")
         assert hour_start <= started < hour_start + timedelta(seconds=60), (run, started)
+        result = fleet.get(f"/api/v1/runs/{run['id']}/result")
+        assert [step["kind"] for step in result["steps"]] == ["abw", "tat", "abw"], result
     quota = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")
     assert 0 < quota["used"] <= cap, quota

@@ -113,3 +113,54 @@ def test_archived_run_is_written_and_an_outage_loses_nothing(
     assert reset_ingest(ctx) == 2
     assert ingest_pending(ctx, ctx.timeseries).written_runs == 2
     assert (_count(ctx, first), _count(ctx, second)) == (BINS, BINS)
+
+
+def test_heartbeat_metadata_reaches_the_store_and_waits_out_an_outage(
+    api_influx: Api, store: influxd.Influxd
+) -> None:
+    """A node's latest modem, GPS and system samples ride on its heartbeat and become
+    points tagged with the node (no run); while InfluxDB is down they wait."""
+    from orchestrator.timeseries.influx import InfluxClient, TimeSeriesError
+
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert isinstance(ctx.timeseries, InfluxClient)
+    ctx.timeseries.create_database()
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+
+    def beat(t: str, cpu: float) -> None:
+        meta = wire.LiveMetadata(
+            modems=[{"time": t, "interface": "op0", "mcc_mnc": "240-01", "operator": "Telia",
+                     "rat": "LTE", "rsrp": -91.5, "sinr": 14.0, "cell_id": 151149761,
+                     "band": "B20"}],
+            gps={"time": t, "lat": 59.91, "lon": 10.75, "alt": None, "speed": 27.8,
+                 "fix": "2d"},
+            system={"time": t, "cpu_pct": cpu, "mem_pct": 41.0, "temperature_c": None,
+                    "disk_free_bytes": 5 * 10**9})
+        hb = wire.Heartbeat(sent_at=api.clock.now(), interfaces=[], disk_free_bytes=10**9,
+                            metadata=meta)
+        r = api.client.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=api.node(token),
+                            json=hb.model_dump(mode="json"))
+        assert r.status_code == 200, r.text
+
+    def rows(q: str) -> list[list[Any]]:
+        assert isinstance(ctx.timeseries, InfluxClient)
+        return [row for s in ctx.timeseries.query(q) for row in s.values]
+
+    noon_ns = 1_795_435_200 * 10**9  # 2026-11-23T12:00:00Z
+    beat("2026-11-23T12:00:00+00:00", 12.5)
+    assert ctx.live.flush(ctx.timeseries) == 3
+    assert rows("SELECT cpu_pct, disk_free_bytes FROM system WHERE node = 'se-01'") == [
+        [noon_ns, 12.5, 5 * 10**9]]
+    assert rows("SELECT band, cell_id FROM modem WHERE operator = '240-01'") == [
+        [noon_ns, "B20", 151149761]]
+    assert rows("SELECT lat FROM gps WHERE node = 'se-01'") == [[noon_ns, 59.91]]
+
+    store.stop()
+    beat("2026-11-23T12:00:05+00:00", 80.0)  # the heartbeat is answered all the same
+    with pytest.raises(TimeSeriesError):
+        ctx.live.flush(ctx.timeseries)
+    assert len(ctx.live) == 3  # kept for later
+    store.start()
+    assert ctx.live.flush(ctx.timeseries) == 3
+    assert [r[1] for r in rows("SELECT cpu_pct FROM system")] == [12.5, 80.0]

@@ -1,8 +1,10 @@
-"""The metadata sampler: reads every modem (and the GPS) every ``interval_s`` in its
-own thread, keeps the latest sample of each, and while a run is recording appends every
-sample to the run's ``meta/modem.jsonl`` (and ``meta/gps.jsonl`` when a GPS source is
-configured). A run's recording starts and ends with a sample, so the files cover its
-span even when it is shorter than the interval.
+"""The metadata sampler: reads every modem (and the GPS, and the node's own health)
+every ``interval_s`` in its own thread, keeps the latest sample of each, and while a
+run is recording appends every sample to the run's ``meta/modem.jsonl`` (and
+``meta/gps.jsonl`` when a GPS source is configured, ``meta/system.jsonl``). A run's
+recording starts and ends with a sample, so the files cover its span even when it is
+shorter than the interval. The latest samples also ride on every heartbeat, so the
+time-series store follows a node between runs too.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from node_agent.metadata.modem import (
     ModemReader,
     ModemSample,
 )
+from node_agent.metadata.system import SystemReader, SystemSample
 
 log = logging.getLogger(__name__)
 
 MODEM_FILE = "modem.jsonl"
 GPS_FILE = "gps.jsonl"
+SYSTEM_FILE = "system.jsonl"
 
 
 class _RequiredLinkem(LinkemModemReader):
@@ -69,9 +73,11 @@ def gps_from_config(config: AgentConfig) -> GpsReader | None:
 
 class MetadataSampler:
     def __init__(self, modems: Mapping[str, ModemReader], gps: GpsReader | None = None, *,
-                 interval_s: float = 5.0) -> None:
+                 system: SystemReader | None = None, interval_s: float = 5.0) -> None:
         self.modems = dict(modems)
         self.gps = gps
+        self.system = system
+        self._latest_system: SystemSample | None = None
         self.interval_s = interval_s
         self._lock = threading.Lock()  # latest values and the recording directory
         self._latest_modem: dict[str, ModemSample] = {}
@@ -91,6 +97,10 @@ class MetadataSampler:
         with self._lock:
             return self._latest_gps
 
+    def latest_system(self) -> SystemSample | None:
+        with self._lock:
+            return self._latest_system
+
     # -- sampling ----------------------------------------------------------------------------
 
     def sample_once(self) -> None:
@@ -107,6 +117,12 @@ class MetadataSampler:
                 with self._lock:
                     self._latest_gps = fix
                     self._append(GPS_FILE, fix.to_json())
+        if self.system is not None:
+            health = self._read("system", self.system.read)
+            if health is not None:
+                with self._lock:
+                    self._latest_system = health
+                    self._append(SYSTEM_FILE, health.to_json())
 
     def _read(self, what: str, read: Callable[[], Any]) -> Any:
         try:
@@ -159,7 +175,7 @@ class MetadataSampler:
                 return
 
     def start(self) -> None:
-        if not self.modems and self.gps is None:
+        if not self.modems and self.gps is None and self.system is None:
             return
         self._thread = threading.Thread(target=self.run_forever, name="metadata", daemon=True)
         self._thread.start()
