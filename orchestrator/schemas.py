@@ -179,6 +179,18 @@ class CampaignPublic(BaseModel):
     decisions: list[DecisionPublic] = []
 
 
+class CampaignSummary(BaseModel):
+    """A campaign in a list: its runs counted by state and the planner's decisions."""
+
+    id: str
+    name: str
+    project: str
+    created_at: datetime
+    planned_at: datetime | None = None
+    runs: dict[str, int]
+    decisions: list[DecisionPublic] = []
+
+
 class QuotaUpdate(_In):
     #: Monthly data cap of the SIM, bytes (both directions).
     cap_bytes: int = Field(ge=0)

@@ -11,6 +11,7 @@ from orchestrator.api.deps import CtxDep, UserDep
 from orchestrator.errors import NotFound
 from orchestrator.schemas import (
     CampaignPublic,
+    CampaignSummary,
     ExperimentPublic,
     RunCancel,
     RunCreate,
@@ -91,6 +92,15 @@ def submit_campaign(
     possible) or version 2 (selection, recurrence, quotas); see the architecture docs.
     The reply shows the runs booked now and the planner's decisions."""
     return campaigns.submit_campaign(ctx, me, body)
+
+
+@router.get("/campaigns")
+def list_campaigns(
+    ctx: CtxDep, _me: UserDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[CampaignSummary]:
+    """The newest campaigns: runs by state and the planner's decisions (deferred,
+    skipped, rejected, each with its reason)."""
+    return campaigns.list_campaigns(ctx, limit=limit)
 
 
 @router.get("/campaigns/{campaign_id}")

@@ -410,6 +410,21 @@ def _print_decisions(decisions: list[dict[str, Any]]) -> None:
                    f"{d['message']}")
 
 
+@campaign.command("list")
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.pass_context
+def campaign_list(ctx: click.Context, limit: int) -> None:
+    """The newest campaigns: runs by state, and why sessions were not booked."""
+    out = _api(ctx).call("GET", "/api/v1/campaigns", params={"limit": limit})
+    if ctx.obj["json"]:
+        _print(out, True)
+        return
+    for c in out:
+        runs = ", ".join(f"{n} {state}" for state, n in sorted(c["runs"].items())) or "no runs"
+        click.echo(f"{c['id']} ({c['name']}), project {c['project']}: {runs}")
+        _print_decisions(c["decisions"])
+
+
 @campaign.command("show")
 @click.argument("campaign_id")
 @click.pass_context

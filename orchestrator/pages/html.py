@@ -98,7 +98,7 @@ def _numeric(text: str) -> bool:
 
 def page_html(page: Page, *, filters: Filters, choices: Choices) -> str:
     parts = [f"<h1>{esc(page.title)}</h1>", f"<p>{esc(page.intro)}</p>"]
-    if page.slug:
+    if page.slug and page.filterable:
         parts.append(filter_form(page.slug, filters, choices))
         parts.append(f'<p class="selection">Showing {esc(filters.describe())}.</p>')
     parts += [f'<p class="note" role="note">{esc(n)}</p>' for n in page.notes]

@@ -1,5 +1,5 @@
 """The dashboard pages over HTTP: ``/`` (index), ``/pages/{hourly,daily,abw-tat,
-time-of-day}``, ``/pages/login`` and ``/pages/logout``.
+time-of-day,campaigns}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
 
@@ -30,9 +30,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import Unauthorized
-from orchestrator.pages import html, queries, views
+from orchestrator.pages import campaigns, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.services.auth import authenticate_user
+from orchestrator.services.campaigns import list_campaigns
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import list_nodes
 from orchestrator.timeseries.influx import TimeSeriesError
@@ -201,6 +202,15 @@ def time_of_day(request: Request, campaign: Text = None, operator: Text = None,
     return _page(request, lambda ts, f, z: views.timeofday_page(
         queries.tat_summaries(ts, f), zones=z, filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
+
+
+@router.get("/pages/campaigns", response_class=HTMLResponse)
+def campaigns_list(request: Request) -> Response:
+    """Campaigns and the planner's decisions: from the state database, not the store."""
+    if (redirect := _guard(request)) is not None:
+        return redirect
+    page = campaigns.campaigns_page(list_campaigns(_ctx(request)))
+    return _html(html.page_html(page, filters=Filters(), choices=Choices()))
 
 
 @router.get("/pages/login", response_class=HTMLResponse)

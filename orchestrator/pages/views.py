@@ -66,6 +66,9 @@ class Page:
     #: The plain sentence shown instead of charts when there is nothing to show.
     empty: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Whether the page takes the campaign/operator/node/days filters (the time-series
+    #: views do; the campaigns list does not).
+    filterable: bool = True
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -450,6 +453,8 @@ PAGES = (
      "relative-difference CDF, ABw latency and volume ratio."),
     ("time-of-day", "Time-of-day significance",
      "Daily-cycle test (Lomb-Scargle, differential BIC) per node and operator."),
+    ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
+     "what was deferred, skipped or rejected, and why."),
 )
 
 

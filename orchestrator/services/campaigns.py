@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.errors import Invalid, NotFound
 from orchestrator.model.ids import new_campaign_id
-from orchestrator.schemas import CampaignPublic, DecisionPublic
+from orchestrator.schemas import CampaignPublic, CampaignSummary, DecisionPublic
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec, replan_in
@@ -24,7 +24,7 @@ from orchestrator.services.runs import runs_of
 from orchestrator.services.users import project_for
 from orchestrator.store.tables import Campaign, Project, Run
 
-__all__ = ["get_campaign", "parse_spec", "submit_campaign"]
+__all__ = ["get_campaign", "list_campaigns", "parse_spec", "submit_campaign"]
 
 
 def submit_campaign(ctx: Context, principal: Principal, raw: dict[str, Any]) -> CampaignPublic:
@@ -78,3 +78,23 @@ def get_campaign(ctx: Context, campaign_id: str) -> CampaignPublic:
         project = s.get(Project, campaign.project_id)
         assert project is not None
         return _public(s, campaign, project.name)
+
+
+def list_campaigns(ctx: Context, *, limit: int = 100) -> list[CampaignSummary]:
+    """The newest campaigns first, each with its runs counted by state and the
+    decisions of its last planning pass (what was deferred, skipped or rejected)."""
+    with ctx.db.session() as s:
+        rows = s.scalars(select(Campaign).order_by(Campaign.created_at.desc())
+                         .limit(limit)).all()
+        projects = {p.id: p.name for p in s.scalars(select(Project)).all()}
+        counts: dict[str, dict[str, int]] = {}
+        for campaign_id, state, n in s.execute(
+                select(Run.campaign_id, Run.state, func.count())
+                .where(Run.campaign_id.in_([c.id for c in rows]))
+                .group_by(Run.campaign_id, Run.state)).all():
+            counts.setdefault(str(campaign_id), {})[str(state)] = int(n)
+        return [CampaignSummary(
+            id=c.id, name=c.name, project=projects.get(c.project_id, "?"),
+            created_at=c.created_at, planned_at=c.planned_at, runs=counts.get(c.id, {}),
+            decisions=[DecisionPublic.model_validate(d) for d in c.decisions or []],
+        ) for c in rows]

@@ -167,6 +167,15 @@ def test_tight_cap_defers_sessions_with_reason_in_api_and_cli(
     assert f"testbed_quota_reserved_bytes{{{sim}}} 7.56e+08" in metrics
     shown = cli(api, monkeypatch, "campaign", "show", out["id"])
     assert "deferred (sim_cap)" in shown and "se-01/op0" in shown
+    [summary] = api.client.get("/api/v1/campaigns", headers=api.admin).json()
+    assert summary["id"] == out["id"] and summary["runs"] == {"scheduled": 9 * 2 * 3}
+    assert summary["decisions"] == out["decisions"]
+    listed_campaigns = cli(api, monkeypatch, "campaign", "list")
+    assert f"{out['id']} (abw-tat-like), project default: 54 scheduled" in listed_campaigns
+    assert "deferred (sim_cap) se-01/op0, 3 session(s): deferred: SIM 240-01" in listed_campaigns
+    page = api.client.get("/pages/campaigns", headers=api.admin)
+    assert page.status_code == 200
+    assert "would reach 101% of its monthly cap" in page.text and "sim_cap" in page.text
     listed = cli(api, monkeypatch, "quota", "list")
     assert "se-01" in listed and "756.00 MB" in listed
     # raising the cap books the deferred sessions on the next plan

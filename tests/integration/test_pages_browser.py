@@ -37,6 +37,7 @@ from orchestrator.settings import InfluxSettings
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.schema import ABW, TAT, TAT_SUMMARY, RunContext, point
+from testbed_common import wire
 from tests.integration import influxd
 from tests.integration.conftest import ADMIN, make_settings
 from tests.integration.live import free_port
@@ -282,3 +283,40 @@ def test_filters_no_data_and_sign_in(served: Served) -> None:
         assert c.get("/pages/daily").status_code == 303  # signed out: back to the form
         bad = c.post("/pages/login", content="token=wrong&next=//evil.example/")
         assert bad.status_code == 401 and 'value="/"' in bad.text  # no open redirect
+
+
+def test_campaigns_page_shows_why_sessions_were_not_booked(served: Served) -> None:
+    """A campaign on a node in maintenance: the planner defers its sessions and the
+    campaigns page says so, with the reason, as the API and the CLI do."""
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    with httpx.Client(base_url=served.url, timeout=30) as c:
+        r = c.post("/api/v1/nodes", headers=admin,
+                   json={"id": "se-09", "country": "SE", "timezone": ZONE})
+        assert r.status_code == 201, r.text
+        reg = wire.Registration(agent_version="test", interfaces=[wire.InterfaceReport(
+            name="op0", operator=wire.Operator(mcc_mnc="240-01", name="Telia"))])
+        r = c.post(f"{wire.AGENT_PREFIX}/register", json=reg.model_dump(mode="json"),
+                   headers={"Authorization": f"Bearer {r.json()['token']}"})
+        assert r.status_code == 200, r.text
+        r = c.put("/api/v1/nodes/se-09/maintenance", headers=admin,
+                  json={"maintenance": True, "reason": "antenna swap"})
+        assert r.status_code == 200, r.text
+        start = datetime.now(UTC) + timedelta(hours=1)
+        r = c.post("/api/v1/campaigns", headers=admin, json={
+            "version": 2, "name": "held-back", "nodes": ["se-09"],
+            "steps": [{"experiment": "tat", "parameters": {"duration_s": 5}}],
+            "recurrence": {"kind": "every", "hours": 1, "start": start.isoformat(),
+                           "end": (start + timedelta(hours=3)).isoformat()}})
+        assert r.status_code == 201, r.text
+        campaign = r.json()
+    [decision] = campaign["decisions"]
+    assert (decision["kind"], decision["code"]) == ("deferred", "node_unavailable")
+
+    dom = open_page(served, "/pages/campaigns", "campaigns.png")
+    [table] = dom.having("table", "decisions")
+    assert table is not None
+    text = dom.text
+    assert f"held-back ({campaign['id']})" in text
+    assert "node_unavailable" in text and decision["message"] in text
+    assert "Runs: no runs booked." in text
+    assert not dom.having("form", "filters")  # the campaigns list takes no filters
