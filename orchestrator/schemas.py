@@ -125,6 +125,8 @@ class RunPublic(BaseModel):
     reason: str
     state_at: datetime
     bundle_sha256: str | None
+    #: What the time-series ingest of the run's bundle skipped or found damaged.
+    ingest_note: str | None = None
     #: Quota: the SIM (MCC-MNC) reserved against, the reservation, what the agent
     #: measured and what the ledger charged at settlement (None until then).
     mcc_mnc: str | None = None

@@ -20,14 +20,20 @@ from orchestrator.services.context import Context
 from orchestrator.store.tables import Bundle, Node, Run
 from orchestrator.timeseries.influx import TimeSeriesUnavailable
 from orchestrator.timeseries.lineprotocol import TimeSeriesSink
-from orchestrator.timeseries.schema import GPS_FILE, MODEM_FILE, RunContext, bundle_points
+from orchestrator.timeseries.schema import (
+    GPS_FILE,
+    MODEM_FILE,
+    SYSTEM_FILE,
+    RunContext,
+    bundle_points,
+)
 
 log = logging.getLogger(__name__)
 
 #: Result files and the agent's modem/GPS samples are turned into points; logs and the
 #: other metadata are archived as they are.
 RESULT_PREFIX = "results/"
-METADATA_FILES = frozenset({MODEM_FILE, GPS_FILE})
+METADATA_FILES = frozenset({MODEM_FILE, GPS_FILE, SYSTEM_FILE})
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ def run_public(run: Run, project: str, *, with_events: bool = False) -> RunPubli
         reason=run.state_reason,
         state_at=run.state_at,
         bundle_sha256=run.bundle_sha256,
+        ingest_note=run.ingest_note,
         mcc_mnc=run.mcc_mnc,
         reserved_bytes=run.reserved_bytes,
         measured_bytes=run.measured_bytes,

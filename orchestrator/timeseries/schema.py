@@ -269,6 +269,9 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
     this, so they write the same points.
     """
     out = BundlePoints(points=[])
+    if MODEM_FILE not in files:
+        out.notes.append(f"{MODEM_FILE}: absent; the run has no modem metadata (signal, "
+                         "cell, band unknown)")
     for name, data in sorted(files.items()):
         try:
             if name.endswith((".pcap", ".pcapng")):

@@ -54,7 +54,8 @@ def _tat(start: str) -> dict[str, Any]:
     return {**tat_result(server="172.30.1.10"), "start": start}
 
 
-def _upload_run(api: Api, token: str, tmp: Path) -> str:
+def _upload_run(api: Api, token: str, tmp: Path, *, system: bool = False) -> str:
+    """A tat run's bundle, without modem metadata (and with a system sample if asked)."""
     run = api.submit("se-01", duration_s=5)
     api.heartbeat(token)
     for state in ("running", "uploading"):
@@ -63,6 +64,11 @@ def _upload_run(api: Api, token: str, tmp: Path) -> str:
     (root / "results").mkdir(parents=True)
     (root / "results" / "tat.json").write_text(
         json.dumps(_tat(api.clock.now().isoformat())))
+    if system:
+        (root / "meta").mkdir()
+        (root / "meta" / "system.jsonl").write_text(json.dumps(
+            {"time": api.clock.now().isoformat(), "cpu_pct": 33.0, "mem_pct": 50.0,
+             "temperature_c": 48.0, "disk_free_bytes": 123}) + "\n")
     data = build_bundle(root, run_id=run["id"], node_id="se-01")
     url = f"{wire.AGENT_PREFIX}/runs/{run['id']}/bundle"
     api.client.post(url, headers=api.node(token),
@@ -91,10 +97,16 @@ def test_archived_run_is_written_and_an_outage_loses_nothing(
     ctx.timeseries.create_database()  # type: ignore[attr-defined]
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
 
-    first = _upload_run(api, token, tmp_path)
+    first = _upload_run(api, token, tmp_path, system=True)
     done = ingest_pending(ctx, ctx.timeseries)
     assert (done.written_runs, done.stopped) == (1, None)
     assert _count(ctx, first) == BINS
+    # the node's health over the run, and the missing modem samples said on the run
+    health = ctx.timeseries.query(  # type: ignore[attr-defined]
+        f"SELECT cpu_pct, temperature_c FROM system WHERE run = '{first}'")
+    assert [row[1:] for row in health[0].values] == [[33.0, 48.0]]
+    shown = api.client.get(f"/api/v1/runs/{first}", headers=api.admin).json()
+    assert shown["ingest_note"].startswith("meta/modem.jsonl: absent; the run has no modem")
 
     store.stop()  # InfluxDB goes down during ingest
     api.clock.advance(60)

@@ -102,7 +102,7 @@ def test_abw_and_flow_points_and_unknown_fields() -> None:
     json.dumps([dict(p.fields) for p in flows])  # plain values only
 
 
-def test_bundle_points_from_result_files_with_a_damaged_capture() -> None:
+def test_bundle_points_from_result_files_with_a_damaged_capture_and_no_metadata() -> None:
     pcap = (FIXTURES / "tcp-6mbit-rx.pcap").read_bytes()
     abw = json.dumps({"type": "estimate", "method": "spruce", "estimate_bps": 9e6,
                       "latency_s": 1.0, "start_unix_s": 1_795_312_872.0}) + "\n"
@@ -116,6 +116,7 @@ def test_bundle_points_from_result_files_with_a_damaged_capture() -> None:
     got = bundle_points(files, CTX)
     kinds = sorted({p.measurement for p in got.points})
     assert kinds == ["abw", "flows"]
-    assert len(got.notes) == 2
-    assert "capture.pcap: capture truncated at byte" in got.notes[0]
-    assert "tat.json: not turned into points" in got.notes[1]
+    assert len(got.notes) == 3
+    assert got.notes[0].startswith("meta/modem.jsonl: absent; the run has no modem metadata")
+    assert "capture.pcap: capture truncated at byte" in got.notes[1]
+    assert "tat.json: not turned into points" in got.notes[2]

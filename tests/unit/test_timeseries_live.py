@@ -48,6 +48,7 @@ def test_live_and_bundle_samples_become_the_same_points() -> None:
     bundle = bundle_points({"meta/system.jsonl": b'{"time": "2026-11-23T12:00:00+00:00", '
                             b'"cpu_pct": 12.5, "mem_pct": 40.0, "temperature_c": null, '
                             b'"disk_free_bytes": 1000000000}\n'}, ctx)
-    assert bundle.points == [live] and not bundle.notes
+    assert bundle.points == [live]
+    assert [n.split(":")[0] for n in bundle.notes] == ["meta/modem.jsonl"]  # absent
     assert live.tags == {"node": "se-01", "country": "SE"}
     assert live.fields["temperature_c"] is None and live.fields["disk_free_bytes"] == 10**9
