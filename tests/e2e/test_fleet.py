@@ -13,9 +13,34 @@ from typing import Any
 
 import pytest
 
+from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_connections
+from orchestrator.analysis.packets import Packet
+from orchestrator.analysis.pcap import read_capture
 from tests.e2e.conftest import FINAL, Fleet, story
 
 pytestmark = pytest.mark.e2e
+
+
+def pcap_bin_errors(packets: list[Packet], tat: dict[str, Any]) -> list[float]:
+    """Relative error of each steady 100 ms bin of the capture's data flow (in-order
+    delivered bytes) against the tat result's receiver bins, at the alignment (within
+    +-60 ms: the server's interval clock starts with the test, the capture's bin 0 at
+    the first data segment) that fits best. The first second (slow start) is left out."""
+    flows = [f for f in analyse_capture(packets)
+             if f.data_from_client and f.connection.server.port == tat["port"]]
+    assert flows, "no data flow to the run's iperf3 port in the capture"
+    flow = flows[0]  # most payload first: the data connection
+    conn_packets = tcp_connections(packets)[flow.connection]
+    ref = [int(b["bytes"]) for b in tat["bins"] if b["duration_s"] > 0.09][10:]
+    best: list[float] | None = None
+    for offset_ms in range(-60, 61, 2):
+        f = analyse_flow(flow.connection, conn_packets,
+                         t0_ns=flow.bins_t0_ns + offset_ms * 10**6)
+        errs = [abs(b - r) / r for b, r in zip(f.delivered_bins[10:], ref, strict=False)]
+        if best is None or sum(e * e for e in errs) < sum(e * e for e in best):
+            best = errs
+    assert best is not None and len(best) >= 0.8 * len(ref), (best, len(ref))
+    return best
 
 
 @pytest.mark.parametrize(("node", "interface", "rate_bps"), [
@@ -44,9 +69,16 @@ def test_tat_measures_the_operator_link(
         modem = tar.extractfile("meta/modem.jsonl")
         assert modem is not None
         samples = [json.loads(line) for line in modem.read().splitlines() if line.strip()]
-    assert f"results/capture/{interface}.pcap" in names
+        pcap = tar.extractfile(f"results/capture/{interface}.pcap")
+        assert pcap is not None
+        capture = read_capture(pcap.read())
     mine = [s for s in samples if s.get("interface") == interface]
     assert mine and all(s.get("cell_id") is not None for s in mine), samples[:2]
+    assert "meta/system.jsonl" in names
+    # The node's capture, binned by the platform's analysis, agrees with iperf3's
+    # receiver bins on the same run (bin by bin, once slow start is over).
+    errors = pcap_bin_errors(capture.packets, result)
+    assert sum(errors) / len(errors) < 0.05, errors
 
 
 def test_killed_agent_fails_its_run_with_a_reason_in_bounded_time(fleet: Fleet) -> None:
