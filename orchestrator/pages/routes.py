@@ -1,5 +1,5 @@
 """The dashboard pages over HTTP: ``/`` (index), ``/pages/{hourly,daily,abw-tat,
-time-of-day,campaigns}``, ``/pages/login`` and ``/pages/logout``.
+time-of-day,campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
 
@@ -30,12 +30,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import Unauthorized
-from orchestrator.pages import campaigns, html, queries, views
+from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.services.auth import authenticate_user
 from orchestrator.services.campaigns import list_campaigns
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import list_nodes
+from orchestrator.services.quotas import list_quotas
 from orchestrator.timeseries.influx import TimeSeriesError
 
 router = APIRouter(include_in_schema=False, tags=["pages"])
@@ -210,6 +211,16 @@ def campaigns_list(request: Request) -> Response:
     if (redirect := _guard(request)) is not None:
         return redirect
     page = campaigns.campaigns_page(list_campaigns(_ctx(request)))
+    return _html(html.page_html(page, filters=Filters(), choices=Choices()))
+
+
+@router.get("/pages/fleet", response_class=HTMLResponse)
+def fleet_health(request: Request) -> Response:
+    """Nodes' health and SIMs' data plans: from the state database, not the store."""
+    if (redirect := _guard(request)) is not None:
+        return redirect
+    ctx = _ctx(request)
+    page = fleet.fleet_page(list_nodes(ctx), list_quotas(ctx).sims, now=ctx.clock.now())
     return _html(html.page_html(page, filters=Filters(), choices=Choices()))
 
 

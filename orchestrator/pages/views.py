@@ -455,6 +455,8 @@ PAGES = (
      "Daily-cycle test (Lomb-Scargle, differential BIC) per node and operator."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
+    ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "
+     "SIMs, free disk, bundles waiting; each SIM's data plan and use."),
 )
 
 

@@ -320,3 +320,34 @@ def test_campaigns_page_shows_why_sessions_were_not_booked(served: Served) -> No
     assert "node_unavailable" in text and decision["message"] in text
     assert "Runs: no runs booked." in text
     assert not dom.having("form", "filters")  # the campaigns list takes no filters
+
+
+def test_fleet_page_puts_nodes_needing_a_look_first(served: Served) -> None:
+    """A node that heartbeats is online; nodes that never did are offline and listed
+    first; every SIM shows its cap and use."""
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    with httpx.Client(base_url=served.url, timeout=30) as c:
+        r = c.post("/api/v1/nodes", headers=admin,
+                   json={"id": "se-10", "country": "SE", "timezone": ZONE,
+                         "model": "apu2"})
+        assert r.status_code == 201, r.text
+        node = {"Authorization": f"Bearer {r.json()['token']}"}
+        reg = wire.Registration(agent_version="0.1.0", interfaces=[wire.InterfaceReport(
+            name="op0", operator=wire.Operator(mcc_mnc="240-01", name="Telia"))])
+        assert c.post(f"{wire.AGENT_PREFIX}/register", json=reg.model_dump(mode="json"),
+                      headers=node).status_code == 200
+        hb = wire.Heartbeat(sent_at=datetime.now(UTC), interfaces=reg.interfaces,
+                            disk_free_bytes=7 * 10**9, clock_offset_s=0.004)
+        assert c.post(f"{wire.AGENT_PREFIX}/heartbeat", json=hb.model_dump(mode="json"),
+                      headers=node).status_code == 200
+
+    dom = open_page(served, "/pages/fleet", "fleet.png")
+    assert dom.having("table", "nodes") and dom.having("table", "sims")
+    text = dom.texts
+    rows = [t for t in text if t.startswith("se-")]
+    assert "se-10" in rows and rows.index("se-10") > rows.index(NODES[0])  # online last
+    i = text.index("se-10")
+    assert text[i + 1:i + 3] == ["online", text[i + 2]] and text[i + 2].endswith("s ago")
+    assert "apu2" in text and "0.1.0" in text and "7.00 GB" in text
+    assert "Telia (240-01)" in text and "10.00 GB" in text  # the SIM's (default) cap
+    assert any(t.startswith("Nodes (") and "1 online" in t and "new" in t for t in text)
