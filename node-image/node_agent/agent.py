@@ -40,6 +40,7 @@ from node_agent.errors import (
     Unauthorized,
 )
 from node_agent.interfaces import CounterSource, interface_address, snapshot
+from node_agent.limits import disk_refusal
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
 from node_agent.runner import DockerRunner, RunOutcome, StopRequest, build_spec, utcnow
@@ -285,6 +286,13 @@ class Agent:
     def execute(self, a: Assignment, stop: StopRequest) -> RunOutcome:
         """Deploy, run, report and bundle one assignment."""
         run_id = a.run_id
+        refusal = disk_refusal(free_bytes=shutil.disk_usage(self.config.state_dir).free,
+                               min_free_bytes=self.config.min_free_disk_bytes,
+                               path=str(self.config.state_dir))
+        if refusal is not None:
+            log.error("run %s: refused: %s", run_id, refusal)
+            self._report(run_id, RunState.FAILED, refusal)
+            return RunOutcome(RunState.FAILED, refusal)
         self._report(run_id, RunState.DEPLOYING, f"deploying {a.image} on {a.interface}")
         try:
             spec = build_spec(
@@ -325,7 +333,15 @@ class Agent:
             node_id=self.config.node_id,
             extra={"state": str(outcome.state), "agent_version": __version__},
         )
-        item = self.spool.put(run_id, data)
+        try:
+            item = self.spool.put(run_id, data)
+        except OSError as e:  # a full disk: say so; the results stay in the work dir
+            self.spool.discard(run_id)
+            reason = (f"node could not spool the run's bundle: {e.strerror or e}; its "
+                      f"results stay in {run_dir} on the node (free space there)")
+            log.error("run %s: %s", run_id, reason)
+            self._report(run_id, RunState.FAILED, reason)
+            return
         shutil.rmtree(run_dir, ignore_errors=True)
         log.info("run %s: bundle of %d bytes spooled", run_id, item.size)
 

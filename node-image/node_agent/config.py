@@ -105,6 +105,9 @@ class AgentConfig(_Strict):
     #: Hold each run to its reservation in the kernel too (an nftables quota in the
     #: node's namespace; needs nft and NET_ADMIN). Without nft the meter alone does.
     quota_backstop: bool = True
+    #: Runs are refused (failed, with the reason) when the state disk has less free
+    #: space than this: their captures, results and bundles are written there.
+    min_free_disk_bytes: int = Field(200_000_000, ge=0)
     #: Longest pause between retries while the orchestrator is unreachable, seconds.
     max_backoff_s: float = Field(60.0, gt=0)
     #: Pause between registrations refused with 401 (a wrong token stays wrong), seconds.

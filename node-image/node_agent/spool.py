@@ -63,6 +63,13 @@ class Spool:
     def __len__(self) -> int:
         return len(self.pending())
 
+    def discard(self, run_id: str) -> None:
+        """Remove what a failed :meth:`put` left half written (the temporary files and
+        a bundle without its metadata), so the space it took is free again."""
+        bundle, meta = self.root / f"{run_id}.tar.gz", self.root / f"{run_id}.json"
+        for path in (bundle.with_suffix(".part"), meta.with_suffix(".part"), bundle, meta):
+            path.unlink(missing_ok=True)
+
     def done(self, item: SpooledBundle) -> None:
         """The orchestrator holds the bundle: free the space."""
         item.path.unlink(missing_ok=True)
