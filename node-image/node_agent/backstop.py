@@ -111,11 +111,23 @@ class NftBackstop:
         self.nft = nft
         self.netns_pid = netns_pid
         self.timeout_s = timeout_s
+        #: The namespace holder's pid per armed run, looked up once at arming: the
+        #: meter reads the quota every half second and the holder does not change.
+        self._pids: dict[str, int | None] = {}
 
-    def _run(self, args: list[str], script: str | None = None) -> str:
+    def _pid(self) -> int | None:
+        if self.netns_pid is None:
+            return None
+        try:
+            return self.netns_pid()
+        except Exception as e:  # the namespace holder is gone, or the engine is
+            raise BackstopError(f"cannot find the node's network namespace: {e}") from e
+
+    def _run(self, args: list[str], script: str | None = None, *,
+             pid: int | None = None) -> str:
         cmd = [self.nft, *args]
-        if self.netns_pid is not None:
-            cmd = ["nsenter", f"--net=/proc/{self.netns_pid()}/ns/net", *cmd]
+        if pid is not None:
+            cmd = ["nsenter", f"--net=/proc/{pid}/ns/net", *cmd]
         try:
             proc = subprocess.run(cmd, input=script, capture_output=True, text=True,
                                   timeout=self.timeout_s, check=False)
@@ -130,20 +142,22 @@ class NftBackstop:
 
     def arm(self, run_id: str, *, interface: str, address: str | None,
             limit_bytes: int) -> None:
+        pid = self._pid()
         self._run(["-f", "-"], arm_script(run_id, interface=interface, address=address,
-                                          limit_bytes=limit_bytes))
+                                          limit_bytes=limit_bytes), pid=pid)
+        self._pids[run_id] = pid
 
     def state(self, run_id: str) -> QuotaState:
         return parse_quota(self._run(["-j", "list", "quota", "inet", TABLE,
-                                      quota_name(run_id)]))
+                                      quota_name(run_id)], pid=self._pids.get(run_id)))
 
     def disarm(self, run_id: str) -> None:
-        self._run(["-f", "-"], disarm_script(run_id))
+        self._run(["-f", "-"], disarm_script(run_id), pid=self._pids.pop(run_id, None))
 
     def clear(self) -> None:
         """Drops the quotas of an earlier agent life (their runs are gone)."""
         try:
-            self._run(["delete", "table", "inet", TABLE])
+            self._run(["delete", "table", "inet", TABLE], pid=self._pid())
         except BackstopError as e:
             if "No such file" not in str(e):
                 raise
