@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from node_agent.backstop import parse_quota, quota_name
 from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_connections
 from orchestrator.analysis.packets import Packet
 from orchestrator.analysis.pcap import read_capture
@@ -83,7 +84,13 @@ def test_tat_measures_the_operator_link(
 
 def test_killed_agent_fails_its_run_with_a_reason_in_bounded_time(fleet: Fleet) -> None:
     run_id = fleet.submit("se-02", "op0", duration_s=60)
-    fleet.wait(run_id, {"running"}, timeout_s=60)
+    running = fleet.wait(run_id, {"running"}, timeout_s=60)
+    # While it runs, the kernel holds it to its reservation: the agent's nftables quota
+    # in the node's namespace, as large as the bytes reserved for the run (its forecast).
+    listing = subprocess.run(
+        ["docker", "exec", "testbed-node-se-02", "nft", "-j", "list", "quota", "inet",
+         "testbed_backstop", quota_name(run_id)], capture_output=True, text=True, check=True)
+    assert parse_quota(listing.stdout).limit_bytes == running["forecast_bytes"], listing.stdout
     subprocess.run(["docker", "kill", "testbed-node-se-02"], check=True, capture_output=True)
     killed = time.monotonic()
     run = fleet.wait(run_id, FINAL, timeout_s=60)
