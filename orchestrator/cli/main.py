@@ -363,6 +363,9 @@ def results_cmd(ctx: click.Context, campaign_id: str) -> None:
         result = api.call("GET", f"/api/v1/runs/{r['id']}/result") if r["bundle_sha256"] else {}
         iface = {i["name"]: i for i in nodes.get(r["node"], {}).get("interfaces", [])}
         op = iface.get(r["interface"], {})
+        # tat: its mean; abw-tat: the session's TAT mean, ABw mean, RD and volume ratio
+        summary = result.get("summary") or {}
+        ratio = summary.get("volume_ratio_iface")
         rows.append(
             {
                 "run": r["id"],
@@ -371,14 +374,18 @@ def results_cmd(ctx: click.Context, campaign_id: str) -> None:
                 "operator": f"{op.get('operator', '?')} ({op.get('mcc_mnc', '?')})",
                 "experiment": r["experiment"],
                 "state": r["state"],
-                "mean": _rate(result.get("mean_bps")),
-                "bytes": result.get("bytes", "-"),
+                "tat": _rate(result.get("mean_bps", summary.get("tat_mean_bps"))),
+                "abw": _rate(summary.get("abw_mean_bps")),
+                "rd": f"{summary['rd']:.1%}" if summary.get("rd") is not None else "-",
+                "tat/abw bytes": f"{ratio:.1f}" if ratio else "-",
+                "bytes": result.get("bytes", summary.get("tat_iface_bytes", "-")),
             }
         )
     _print(
         rows,
         ctx.obj["json"],
-        ["run", "node", "interface", "operator", "experiment", "state", "mean", "bytes"],
+        ["run", "node", "interface", "operator", "experiment", "state", "tat", "abw", "rd",
+         "tat/abw bytes", "bytes"],
     )
 
 

@@ -223,3 +223,8 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
         assert [step["kind"] for step in result["steps"]] == ["abw", "tat", "abw"], result
     quota = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")
     assert 0 < quota["used"] <= cap, quota
+    # the CLI's key figures: each session's TAT and ABw rates and their difference
+    table = fleet.cli("results", out["id"]).splitlines()
+    for run in out["runs"]:
+        [line] = [row for row in table if row.startswith(run["id"])]
+        assert line.count("Mbit/s") == 2 and "%" in line, line

@@ -133,9 +133,10 @@ def test_v1_demo_campaign_still_books_every_sim_as_soon_as_possible(api: Api) ->
     spec = yaml.safe_load((REPO / "deploy/campaigns/demo.yaml").read_text())
     out = submit(api, spec)
     runs = out["runs"]
-    assert len(runs) == 3 * 2  # every SIM, two repetitions
+    assert len(runs) == 3 * 2  # every SIM: a tat run and an abw-tat session
     assert {(r["node"], r["interface"]) for r in runs} == {
         ("se-01", "op0"), ("se-01", "op1"), ("se-02", "op0")}
+    assert sorted(r["experiment"] for r in runs) == ["abw-tat"] * 3 + ["tat"] * 3
     now = api.clock.now()
     assert min(ts(r["not_before"]) for r in runs) - now < timedelta(seconds=10)
     assert all(r["state"] == "scheduled" and r["reserved_bytes"] for r in runs)
