@@ -44,6 +44,17 @@ class IngestPass:
     stopped: str | None = None
 
 
+def session_tag(run: Run) -> str:
+    """Which ABw-TAT-ABw session a run's points belong to, so the pages can pair each
+    TAT with the ABw runs around it: the campaign occurrence on the run's SIM when it
+    has one (a session's steps may be separate runs), else the run itself (an abw-tat
+    run is a whole session)."""
+    if run.campaign_id and run.session_occurrence is not None:
+        when = run.session_occurrence.strftime("%Y%m%dT%H%M%SZ")
+        return f"{run.campaign_id}/{run.node_id}/{run.interface}/{when}"
+    return run.id
+
+
 def _run_context(node: Node | None, run: Run) -> RunContext:
     iface = next((i for i in node.interfaces if i.name == run.interface), None) if node else None
     return RunContext(
@@ -56,6 +67,7 @@ def _run_context(node: Node | None, run: Run) -> RunContext:
         experiment=run.experiment,
         campaign=run.campaign_id or "",
         run=run.id,
+        session=session_tag(run),
     )
 
 

@@ -159,6 +159,13 @@ def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: st
     [[_, estimates]] = fleet.influx(
         f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
     assert estimates == 8  # 4 ABw steps x 2 estimates
+    # the session's points carry its tag, so the ABw-vs-TAT page pairs them
+    [[_, tagged]] = fleet.influx(
+        f"SELECT count(mean_bps) FROM tat_summary WHERE session = '{run_id}'")
+    assert tagged == 2  # the session's two TAT runs
+    page = fleet.http.get("/pages/abw-tat", params={"node": node})
+    assert page.status_code == 200
+    assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
 
 
 def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: Fleet) -> None:

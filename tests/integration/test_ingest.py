@@ -101,6 +101,10 @@ def test_archived_run_is_written_and_an_outage_loses_nothing(
     done = ingest_pending(ctx, ctx.timeseries)
     assert (done.written_runs, done.stopped) == (1, None)
     assert _count(ctx, first) == BINS
+    # an ad-hoc run is its own session (the pages pair TAT and ABw within one)
+    tagged = ctx.timeseries.query(  # type: ignore[attr-defined]
+        f"SELECT count(bps) FROM tat WHERE session = '{first}'")
+    assert tagged[0].values[0][1] == BINS
     # the node's health over the run, and the missing modem samples said on the run
     health = ctx.timeseries.query(  # type: ignore[attr-defined]
         f"SELECT cpu_pct, temperature_c FROM system WHERE run = '{first}'")
