@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from node_agent import __version__
 from node_agent.assignments import AssignmentBook, load_book, save_book
@@ -90,6 +91,8 @@ class Agent:
         self.book: AssignmentBook = load_book(self.book_path)
         self.heartbeat_interval_s = config.heartbeat_interval_s
         self.clock_offset_s: float | None = None
+        #: Time of the last sample of each metadata source a heartbeat delivered.
+        self._metadata_sent: dict[str, str] = {}
         self._lock = threading.Lock()  # book, _current, _final_on_server
         self._send_lock = threading.Lock()  # one sender pass at a time
         self._current: tuple[str, StopRequest] | None = None
@@ -191,6 +194,7 @@ class Agent:
             with self._lock:
                 running = [self._current[0]] if self._current else []
             sent_at = self.clock()
+            metadata, marks = self._live_metadata()
             body = Heartbeat(
                 sent_at=sent_at,
                 interfaces=snapshot(self.config, self.counters),
@@ -198,7 +202,7 @@ class Agent:
                 disk_free_bytes=shutil.disk_usage(self.config.state_dir).free,
                 running_run_ids=running,
                 spooled_bundles=len(self.spool),
-                metadata=self._live_metadata(),
+                metadata=metadata,
             )
             try:
                 reply = self.client.heartbeat(body)
@@ -214,6 +218,7 @@ class Agent:
                 self._sleep(delay)
                 continue
             backoff.reset()
+            self._metadata_sent.update(marks)
             self.clock_offset_s = clock_offset_s(
                 sent_at=sent_at, received_at=self.clock(), server_time=reply.server_time
             )
@@ -221,17 +226,25 @@ class Agent:
             self._take_orders(reply.assignments, reply.cancel_run_ids)
             self._sleep(self.heartbeat_interval_s)
 
-    def _live_metadata(self) -> LiveMetadata | None:
-        """The sampler's latest samples, for the time-series store between runs."""
+    def _live_metadata(self) -> tuple[LiveMetadata | None, dict[str, str]]:
+        """The sampler's samples not yet delivered by a heartbeat (heartbeats come more
+        often than samples: the same sample is sent once), for the time-series store
+        between runs; and the marks (source -> sample time) to record once delivered."""
         m = self.metadata
         if m is None:
-            return None
-        gps, system = m.latest_gps(), m.latest_system()
-        return LiveMetadata(
-            modems=[s.to_json() for _, s in sorted(m.latest_modems().items())],
-            gps=gps.to_json() if gps is not None else None,
-            system=system.to_json() if system is not None else None,
-        )
+            return None, {}
+        latest: dict[str, dict[str, Any]] = {
+            f"modem {name}": s.to_json() for name, s in sorted(m.latest_modems().items())}
+        for key, sample in (("gps", m.latest_gps()), ("system", m.latest_system())):
+            if sample is not None:
+                latest[key] = sample.to_json()
+        new = {k: doc for k, doc in latest.items()
+               if self._metadata_sent.get(k) != doc["time"]}
+        if not new:
+            return None, {}
+        meta = LiveMetadata(modems=[doc for k, doc in new.items() if k.startswith("modem ")],
+                            gps=new.get("gps"), system=new.get("system"))
+        return meta, {k: str(doc["time"]) for k, doc in new.items()}
 
     def _take_orders(self, assignments: list[Assignment], cancel_run_ids: list[str]) -> None:
         with self._lock:

@@ -55,3 +55,36 @@ def test_reader_and_sampler_record_the_node_health(tmp_path: Path) -> None:
     assert last["disk_free_bytes"] > 0
     latest = sampler.latest_system()
     assert latest is not None and latest.cpu_pct == 47.1
+
+
+def test_a_heartbeat_carries_each_sample_once(tmp_path: Path) -> None:
+    """Heartbeats come more often than samples: a sample a heartbeat delivered is not
+    sent again; a newer one is."""
+    from node_agent.agent import Agent
+    from node_agent.config import parse_config
+
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text(STAT_1)
+    (proc / "meminfo").write_text(MEMINFO)
+    sampler = MetadataSampler({}, system=SystemReader(tmp_path, proc=proc,
+                                                      thermal=tmp_path / "none"))
+    config = parse_config({
+        "node_id": "se-01", "orchestrator_url": "http://o:8080", "state_dir": str(tmp_path),
+        "netns_container": "ns",
+        "interfaces": [{"name": "op0", "operator": {"mcc_mnc": "240-01", "name": "Telia"},
+                        "address": "10.0.0.2", "server_address": "10.0.0.1"}]},
+        {"TESTBED_NODE_TOKEN": "tok"})
+    a = Agent(config, client=None, runner=None, counters=None,  # type: ignore[arg-type]
+              metadata=sampler)
+    assert a._live_metadata() == (None, {})  # nothing sampled yet
+    sampler.sample_once()
+    meta, marks = a._live_metadata()
+    assert meta is not None and meta.system is not None and meta.modems == []
+    assert a._live_metadata()[0] is not None  # not delivered yet: offered again
+    a._metadata_sent.update(marks)  # the heartbeat went through
+    assert a._live_metadata() == (None, {})
+    (proc / "stat").write_text(STAT_2)
+    sampler.sample_once()
+    meta, _ = a._live_metadata()
+    assert meta is not None and meta.system is not None and meta.system["cpu_pct"] == 47.1

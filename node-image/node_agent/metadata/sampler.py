@@ -106,23 +106,24 @@ class MetadataSampler:
     def sample_once(self) -> None:
         """Read every source once; errors are logged (once until they change)."""
         for name, reader in self.modems.items():
-            modem = self._read(f"modem {name}", functools.partial(reader.read, name))
-            if modem is not None:
-                with self._lock:
-                    self._latest_modem[name] = modem
-                    self._append(MODEM_FILE, modem.to_json())
+            self._sample(f"modem {name}", functools.partial(reader.read, name), MODEM_FILE,
+                         functools.partial(self._latest_modem.__setitem__, name))
         if self.gps is not None:
-            fix = self._read("gps", self.gps.read)
-            if fix is not None:
-                with self._lock:
-                    self._latest_gps = fix
-                    self._append(GPS_FILE, fix.to_json())
+            self._sample("gps", self.gps.read, GPS_FILE,
+                         functools.partial(setattr, self, "_latest_gps"))
         if self.system is not None:
-            health = self._read("system", self.system.read)
-            if health is not None:
-                with self._lock:
-                    self._latest_system = health
-                    self._append(SYSTEM_FILE, health.to_json())
+            self._sample("system", self.system.read, SYSTEM_FILE,
+                         functools.partial(setattr, self, "_latest_system"))
+
+    def _sample(self, what: str, read: Callable[[], Any], file: str,
+                keep: Callable[[Any], None]) -> None:
+        """One source read once: the sample becomes the latest and, while a run
+        records, a line of its file."""
+        value = self._read(what, read)
+        if value is not None:
+            with self._lock:
+                keep(value)
+                self._append(file, value.to_json())
 
     def _read(self, what: str, read: Callable[[], Any]) -> Any:
         try:
