@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from orchestrator.analysis.session import AbwRun, TatRun, session_figures
-from orchestrator.analysis.timeofday import MIN_SAMPLES, diurnal
+from orchestrator.analysis.timeofday import MIN_SAMPLES, DiurnalResult, diurnal
 from orchestrator.pages import svg
 from orchestrator.pages.data import AbwRow, Filters, TatSummaryRow, Where
 
@@ -400,13 +400,33 @@ def _clock(hour: float) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
+#: A daily cycle is reported only when its amplitude is at least this share of the
+#: series' mean: a TAT run's own spread on a steady link is a few per cent, so a
+#: smaller cycle, however regular, is not a load pattern anyone plans around, and at
+#: the permutation test's 5 % level a flat operator would otherwise get a "yes" in one
+#: page of twenty.
+MIN_CYCLE_SHARE = 0.05
+
+
+def _cycle_verdict(res: DiurnalResult, mean: float) -> str:
+    share = res.amplitude / abs(mean) if mean else 0.0
+    if not res.significant:
+        return "no"
+    if share < MIN_CYCLE_SHARE:
+        return (f"no (a regular cycle of {100 * share:.1f} % of the mean, under "
+                f"{100 * MIN_CYCLE_SHARE:.0f} %)")
+    return "yes"
+
+
 def timeofday_page(rows: Sequence[TatSummaryRow], *, zones: Zones, filters: Filters,
                    n_boot: int = 999) -> Page:
     title = "Time-of-day significance"
     intro = ("Is there a daily cycle in each node's TAT rate on each operator? A 24 h "
              "sinusoid against a constant, by the difference of their BIC (ΔBIC > 2 is "
-             "positive evidence), a permutation p-value, bootstrapped 95 % intervals, and "
-             "the strongest Lomb-Scargle period (analysis.timeofday).")
+             "positive evidence), a permutation p-value (< 0.05), bootstrapped 95 % "
+             "intervals, and the strongest Lomb-Scargle period (analysis.timeofday). A "
+             f"cycle counts when its amplitude is at least {100 * MIN_CYCLE_SHARE:.0f} % "
+             "of the mean rate.")
     if not rows:
         return Page("time-of-day", title, intro, empty=no_data("TAT", filters))
     series: dict[tuple[str, str], list[TatSummaryRow]] = defaultdict(list)
@@ -425,7 +445,7 @@ def timeofday_page(rows: Sequence[TatSummaryRow], *, zones: Zones, filters: Filt
         zone = zones.of(node)
         peak = (res.peak_hour + _utc_offset_h(zone, rs[len(rs) // 2].time_ns)) % 24
         out.append((
-            node, label, str(res.n), "yes" if res.significant else "no",
+            node, label, str(res.n), _cycle_verdict(res, float(y.mean())),
             f"{res.p_value:.3f}",
             f"{res.delta_bic:.1f} [{res.delta_bic_ci[0]:.1f}, {res.delta_bic_ci[1]:.1f}]",
             f"{res.amplitude:.2f} [{res.amplitude_ci[0]:.2f}, {res.amplitude_ci[1]:.2f}]",

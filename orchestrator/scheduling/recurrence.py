@@ -56,6 +56,12 @@ class TimeScale:
     def to_campaign(self, wall: datetime) -> datetime:
         return self.anchor + (wall - self.anchor) * self.factor
 
+    def offset_at(self, wall: datetime) -> timedelta:
+        """How far campaign time is ahead of wall time at ``wall``: a run started then
+        is placed this much later in the time series, so a compressed day of hourly
+        runs lands on a day's hours (zero at factor 1)."""
+        return self.to_campaign(wall) - wall
+
 
 @dataclass(frozen=True)
 class Window:

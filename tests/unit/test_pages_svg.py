@@ -144,13 +144,17 @@ def test_time_of_day_table_finds_the_cycle_only_where_there_is_one() -> None:
               for h in range(72)]
     flat = [_row("se-01", "240-02", h, 1e6 * (15 + (h * 7919 % 13) / 13)) for h in range(72)]
     few = [_row("se-02", "240-02", h, 1e6) for h in range(3)]
-    page = views.timeofday_page(loaded + flat + few, zones=views.Zones({}),
+    # A perfectly regular but tiny cycle (1 % of the mean): significant, not a pattern.
+    tiny = [_row("se-03", "240-01", h, 1e6 * (20 + 0.2 * math.cos(2 * math.pi * h / 24)))
+            for h in range(72)]
+    page = views.timeofday_page(loaded + flat + few + tiny, zones=views.Zones({}),
                                 filters=Filters(), n_boot=199)
     rows = {(r[0], r[1]): r for r in page.sections[0].tables[0].rows}
     assert rows[("se-01", "Op 240-01 (240-01)")][3] == "yes"
     assert rows[("se-01", "Op 240-01 (240-01)")][7] == "00:00 UTC"  # cos peaks at 0 h
     assert rows[("se-01", "Op 240-02 (240-02)")][3] == "no"
     assert "too few" in rows[("se-02", "Op 240-02 (240-02)")][3]
+    assert rows[("se-03", "Op 240-01 (240-01)")][3].startswith("no (a regular cycle of 1.0 %")
 
 
 def test_html_escapes_and_keeps_filters_in_links() -> None:

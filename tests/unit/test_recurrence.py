@@ -151,3 +151,14 @@ def test_time_scale_round_trips(factor: float, seconds: int) -> None:
     # wall times have microsecond resolution, so campaign time is exact to factor µs
     error = abs((scale.to_campaign(scale.to_wall(t)) - t).total_seconds())
     assert error <= (factor + 1) * 1e-6
+
+
+def test_offset_places_compressed_runs_on_the_campaign_hours() -> None:
+    # 180x from the anchor: 20 s of wall time is an hour of campaign time, so the run
+    # booked 100 s after the anchor belongs 5 h later, whatever the hour of the wall.
+    anchor = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)
+    scale = TimeScale(180, anchor)
+    assert scale.offset_at(anchor) == timedelta(0)
+    booked = anchor + timedelta(seconds=100)
+    assert booked + scale.offset_at(booked) == anchor + timedelta(hours=5)
+    assert ONE.offset_at(booked) == timedelta(0)

@@ -75,8 +75,13 @@ struct RunArgs {
     #[arg(long)]
     compression: Option<f64>,
     /// Override the local hour at start (diurnal profiles).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "diurnal_anchor")]
     start_hour: Option<f64>,
+    /// Run the diurnal clock compressed from this instant (RFC 3339, e.g.
+    /// 2026-11-24T00:00:00Z), as a campaign with the same time_scale and
+    /// time_anchor does, so both see the same local hours.
+    #[arg(long)]
+    diurnal_anchor: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Subcommand)]
@@ -181,6 +186,7 @@ fn run(a: RunArgs) -> Result<()> {
         seed: a.seed,
         compression: a.compression,
         start_hour: a.start_hour,
+        anchor: a.diurnal_anchor,
     };
     let spec = profile
         .build(&dir_of(&a.profile), chrono::Utc::now(), &overrides)

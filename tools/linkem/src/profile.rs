@@ -116,6 +116,13 @@ pub struct DiurnalSection {
     /// Local hour at start (fractional allowed); default: the wall clock.
     #[serde(default)]
     pub start_hour: Option<f64>,
+    /// The instant from which compressed time runs (RFC 3339): the emulated local
+    /// time is then that instant's local time plus `compression` times the wall time
+    /// elapsed since it, whenever the emulator starts. A campaign compressed by the
+    /// same factor from the same anchor sees the same hours (its `time_scale` and
+    /// `time_anchor`). Default: the emulator's start. Exclusive with `start_hour`.
+    #[serde(default)]
+    pub anchor: Option<DateTime<Utc>>,
 }
 
 fn one() -> f64 {
@@ -257,6 +264,7 @@ pub struct Overrides {
     pub seed: Option<u64>,
     pub compression: Option<f64>,
     pub start_hour: Option<f64>,
+    pub anchor: Option<DateTime<Utc>>,
 }
 
 fn secs(s: f64) -> Nanos {
@@ -305,9 +313,16 @@ impl Profile {
                 if !(compression.is_finite() && compression > 0.0) {
                     return Err(bad("diurnal.compression must be positive"));
                 }
-                let start_local_s = match o.start_hour.or(d.start_hour) {
-                    Some(h) => h * 3600.0,
-                    None => local_seconds_of_day(self.timezone.as_deref(), now)?,
+                let start_local_s = match (o.start_hour.or(d.start_hour), o.anchor.or(d.anchor)) {
+                    (Some(_), Some(_)) => {
+                        return Err(bad("diurnal: give start_hour or anchor, not both"));
+                    }
+                    (Some(h), None) => h * 3600.0,
+                    (None, Some(anchor)) => {
+                        let at_anchor = local_seconds_of_day(self.timezone.as_deref(), anchor)?;
+                        anchored_local_s(at_anchor, anchor, now, compression)
+                    }
+                    (None, None) => local_seconds_of_day(self.timezone.as_deref(), now)?,
                 };
                 Some(Diurnal::new(factors, compression, start_local_s))
             }
@@ -439,6 +454,17 @@ impl DirectionSection {
 }
 
 /// Seconds since local midnight at `now` in `tz` (IANA name or "+HH:MM").
+/// Local time of day at `now` on a clock that ran `compression` times faster than the
+/// wall clock since `anchor`, whose local time of day was `at_anchor_s`. Before the
+/// anchor the clock runs backwards the same way, so any start time works.
+pub fn anchored_local_s(at_anchor_s: f64, anchor: DateTime<Utc>, now: DateTime<Utc>, compression: f64) -> f64 {
+    let elapsed_s = (now - anchor).num_microseconds().map_or_else(
+        || (now - anchor).num_seconds() as f64,
+        |us| us as f64 / 1e6,
+    );
+    (at_anchor_s + elapsed_s * compression).rem_euclid(86_400.0)
+}
+
 pub fn local_seconds_of_day(tz: Option<&str>, now: DateTime<Utc>) -> Result<f64, Error> {
     let offset_s = match tz {
         None | Some("UTC") | Some("Z") => 0,
@@ -518,6 +544,33 @@ downlink:
         let text = MINIMAL.replace("{rate_bps: 5000000}", "{rate_bps: 5000000, trace: x.up}");
         let p: Profile = serde_yaml::from_str(&text).unwrap();
         let err = p.build(Path::new("."), Utc::now(), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+    }
+
+    #[test]
+    fn anchored_diurnal_clock_runs_compressed_from_the_anchor() {
+        // Anchor at 00:00 UTC = 01:00 in Oslo (winter); 30 s later at 240x two hours
+        // have passed: 03:00 local, whenever the emulator happens to start.
+        let anchor = Utc.with_ymd_and_hms(2026, 1, 10, 0, 0, 0).unwrap();
+        let text = format!(
+            "{MINIMAL}timezone: Europe/Oslo\ndiurnal: {{factors: [{}], compression: 240, anchor: \"{}\"}}\n",
+            ["1.0"; 24].join(", "),
+            anchor.to_rfc3339()
+        );
+        let p: Profile = serde_yaml::from_str(&text).unwrap();
+        let now = anchor + chrono::Duration::seconds(30);
+        let spec = p.build(Path::new("."), now, &Overrides::default()).unwrap();
+        let d = spec.env.diurnal.unwrap();
+        assert_eq!(d.local_s_at(0), 3.0 * 3600.0);
+        // Before the anchor the clock runs backwards the same way.
+        assert_eq!(anchored_local_s(3600.0, anchor, anchor - chrono::Duration::seconds(15), 240.0),
+                   0.0);
+        // The command line's anchor wins over the profile's; start_hour with it is refused.
+        let o = Overrides { anchor: Some(now), ..Overrides::default() };
+        let d = p.build(Path::new("."), now, &o).unwrap().env.diurnal.unwrap();
+        assert_eq!(d.local_s_at(0), 3600.0 + 30.0);
+        let o = Overrides { start_hour: Some(5.0), ..Overrides::default() };
+        let err = p.build(Path::new("."), now, &o).unwrap_err();
         assert!(err.to_string().contains("not both"), "{err}");
     }
 

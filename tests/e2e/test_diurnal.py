@@ -1,0 +1,127 @@
+"""A compressed day on the fleet: one diurnally loaded operator, one flat.
+
+no-01's Telenor link follows the daily load curve on the fleet's compressed clock
+(deploy/profiles/no-telenor-fleet.yaml, anchored by scripts/up at
+TESTBED_DIURNAL_ANCHOR); se-02's Telia link is flat. An hourly TAT campaign over 24
+campaign hours, compressed by the same factor from the same anchor, is written at
+campaign time, so the orchestrator's hourly page shows the curve for Telenor and none
+for Telia, and the time-of-day analysis finds a daily cycle only for Telenor.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.e2e.conftest import FINAL, Fleet, _env, story
+
+pytestmark = pytest.mark.e2e
+
+LOADED, FLAT = ("no-01", "Telenor"), ("se-02", "Telia")
+HOURS = 24
+
+
+class _Boxes(HTMLParser):
+    """Each hourly chart's boxes: chart id -> {hour: median} from the SVG's data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.charts: dict[str, dict[int, float]] = {}
+        self._chart: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "svg" and (a.get("id") or "").startswith("hourly-"):
+            self._chart = a["id"]
+            self.charts[self._chart or ""] = {}
+        elif tag == "g" and a.get("class") == "box" and self._chart:
+            self.charts[self._chart][int(a["data-category"] or "")] = float(
+                a["data-median"] or "nan")
+
+
+def _verdicts(page: str) -> dict[str, str]:
+    """Operator name -> the time-of-day table's "Daily cycle?" cell."""
+    out = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", page, flags=re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip()
+                 for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, flags=re.S)]
+        for _, name in (LOADED, FLAT):
+            if len(cells) > 3 and name in cells[1]:
+                out[name] = cells[3]
+    return out
+
+
+def test_compressed_day_shows_the_loaded_operators_daily_cycle(fleet: Fleet) -> None:
+    profile = yaml.safe_load((REPO / "deploy/profiles/no-telenor-fleet.yaml").read_text())
+    scale = float(profile["diurnal"]["compression"])
+    anchor = datetime.fromisoformat(_env()["TESTBED_DIURNAL_ANCHOR"].replace("Z", "+00:00"))
+    for node, _ in (LOADED, FLAT):
+        fleet.wait_online(node)
+        r = fleet.http.put(f"/api/v1/nodes/{node}/interfaces/op0/quota",
+                           json={"cap_bytes": 2_000_000_000, "reset_day": 1, "margin": 0.05})
+        assert r.status_code == 200, r.text
+    # The first whole campaign hour at least 30 s of wall time from now.
+    now = anchor + (datetime.now(UTC) - anchor) * scale
+    start = (now + timedelta(seconds=30 * scale)).replace(minute=0, second=0, microsecond=0)
+    start += timedelta(hours=1)
+    r = fleet.http.post("/api/v1/campaigns", json={
+        "version": 2, "name": "diurnal-day", "nodes": [LOADED[0], FLAT[0]],
+        "select": "interface:op0",
+        "steps": [{"experiment": "tat", "parameters": {"duration_s": 2}}],
+        "recurrence": {"kind": "every", "hours": 1, "start": start.isoformat(),
+                       "end": (start + timedelta(hours=HOURS)).isoformat()},
+        "time_scale": scale, "time_anchor": anchor.isoformat()})
+    assert r.status_code == 201, r.text
+    campaign: dict[str, Any] = r.json()
+    per_node = {n: [run for run in campaign["runs"] if run["node"] == n]
+                for n, _ in (LOADED, FLAT)}
+    assert all(len(runs) == HOURS for runs in per_node.values()), campaign["decisions"]
+
+    wall_day_s = HOURS * 3600 / scale
+    for runs in per_node.values():
+        for run in runs:
+            done = fleet.wait(run["id"], FINAL, timeout_s=wall_day_s + 120)
+            assert done["state"] == "done", story(done)
+
+    # Every transfer reaches the store, at campaign time (ingest runs every 2 s).
+    query = (f"SELECT count(mean_bps) FROM tat_summary WHERE campaign = '{campaign['id']}' "
+             "GROUP BY node")
+    end = time.monotonic() + 60
+    while sum(row[1] for row in fleet.influx(query)) < 2 * HOURS:
+        assert time.monotonic() < end, fleet.influx(query)
+        time.sleep(2)
+    [[first, _]] = fleet.influx(f"SELECT first(mean_bps) FROM tat_summary WHERE "
+                                f"campaign = '{campaign['id']}'")
+    assert abs(datetime.fromisoformat(first.replace("Z", "+00:00")) - start) < timedelta(hours=1)
+
+    page = fleet.http.get(f"/pages/hourly?campaign={campaign['id']}")
+    assert page.status_code == 200, page.text
+    boxes = _Boxes()
+    boxes.feed(page.text)
+    medians = {name: next(v for k, v in boxes.charts.items() if name.lower() in k)
+               for _, name in (LOADED, FLAT)}
+    for name, by_hour in medians.items():
+        assert sorted(by_hour) == list(range(HOURS)), (name, by_hour)
+    # Telenor: full capacity at night, ~55 % in the evening busy hour (local time).
+    loaded = medians[LOADED[1]]
+    night = statistics.median(loaded[h] for h in range(0, 5))
+    evening = statistics.median(loaded[h] for h in range(18, 22))
+    assert evening < 0.75 * night, loaded
+    assert max(loaded.values()) == max(loaded[h] for h in range(0, 6)), loaded
+    # Telia: flat within a few per cent all day.
+    flat = list(medians[FLAT[1]].values())
+    assert max(flat) < 1.1 * min(flat), flat
+
+    tod = fleet.http.get(f"/pages/time-of-day?campaign={campaign['id']}")
+    assert tod.status_code == 200, tod.text
+    verdicts = _verdicts(tod.text)
+    assert verdicts[LOADED[1]] == "yes", verdicts
+    assert verdicts[FLAT[1]].startswith("no"), verdicts
