@@ -125,3 +125,36 @@ def test_compressed_day_shows_the_loaded_operators_daily_cycle(fleet: Fleet) -> 
     verdicts = _verdicts(tod.text)
     assert verdicts[LOADED[1]] == "yes", verdicts
     assert verdicts[FLAT[1]].startswith("no"), verdicts
+
+
+def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) -> None:
+    """no-01's Telenor downlink is 4x its uplink, and the link's history holds uplink
+    TAT rates only (the day above, and three more here), so a downlink TAT's forecast
+    is a fraction of what it moves: the agent (meter and kernel quota) stops it at its
+    reservation, and the SIM's use stays under a cap sized to that reservation."""
+    node = LOADED[0]
+    profile = yaml.safe_load((REPO / "deploy/profiles/no-telenor-fleet.yaml").read_text())
+    for _ in range(3):
+        run_id = fleet.submit(node, "op0", duration_s=2)
+        assert fleet.wait(run_id, FINAL, timeout_s=120)["state"] == "done"
+    duration_s = 10
+    run_id = fleet.submit(node, "op0", duration_s=duration_s, direction="downlink")
+    run = fleet.get(f"/api/v1/runs/{run_id}")
+    reserved = run["reserved_bytes"]
+    # What the link delivers in the run, at its busiest hour's rate, against the forecast.
+    slowest_bps = profile["downlink"]["rate_bps"] * min(profile["diurnal"]["factors"])
+    assert reserved < 0.7 * slowest_bps / 8 * duration_s, (reserved, slowest_bps)
+    quota = fleet.get(f"/api/v1/nodes/{node}/interfaces/op0/quota")
+    cap = int((quota["used"] + quota["reserved"]) / 0.95) + 1  # usable: exactly what is held
+    r = fleet.http.put(f"/api/v1/nodes/{node}/interfaces/op0/quota",
+                       json={"cap_bytes": cap, "reset_day": 1, "margin": 0.05})
+    assert r.status_code == 200, r.text
+
+    done = fleet.wait(run_id, FINAL, timeout_s=120)
+    assert done["state"] == "failed", story(done)
+    assert done["reason"].startswith("traffic reservation exceeded"), story(done)
+    # Interface counters include link-layer headers the kernel quota (IP bytes) does not.
+    assert done["measured_bytes"] is not None, story(done)
+    assert done["measured_bytes"] <= reserved * 1.02, (done["measured_bytes"], reserved)
+    quota = fleet.get(f"/api/v1/nodes/{node}/interfaces/op0/quota")
+    assert quota["reserved"] == 0 and quota["used"] <= cap, quota
