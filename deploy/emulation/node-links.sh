@@ -39,7 +39,9 @@
 #
 # Environment: TESTBED_LINKS, TESTBED_LINKEM (binary, default linkem),
 # TESTBED_LINKEM_STATE_DIR (default /run/linkem), TESTBED_LINKEM_ARGS (extra
-# `linkem run` flags, e.g. "--state-interval-ms 500").
+# `linkem run` flags, e.g. "--state-interval-ms 500"), TESTBED_DIURNAL_ANCHOR (an RFC
+# 3339 instant: diurnal profiles run their compressed clock from it, --diurnal-anchor;
+# default: each linkem's own start).
 set -eu
 
 LINKEM="${TESTBED_LINKEM:-linkem}"
@@ -78,7 +80,8 @@ supervise() {  # supervise NAME PROFILE UPTUN DNTUN: linkem for ever, restarted 
     while true; do
         rc=0
         "$LINKEM" run --profile "$2" --uplink-tun "$3" --downlink-tun "$4" \
-            --state-file "$STATE_DIR/$1.json" ${TESTBED_LINKEM_ARGS:-} || rc=$?
+            --state-file "$STATE_DIR/$1.json" ${TESTBED_LINKEM_ARGS:-} \
+            ${TESTBED_DIURNAL_ANCHOR:+--diurnal-anchor "$TESTBED_DIURNAL_ANCHOR"} || rc=$?
         say "$1: linkem exited with code $rc; restarting in 1 s"
         sleep 1
     done

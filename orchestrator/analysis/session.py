@@ -2,7 +2,9 @@
 
 The seeds interleave two available-bandwidth tools around a TCP transfer:
 ABW1-TAT-ABW2, a 5 min pause, ABW2-TAT-ABW1 (order balanced), repeated 4 times. Each
-TAT is paired with the run of each ABw tool next to it in time, and the study reports
+TAT is paired with the runs of each ABw tool around it (the one just before and the one
+just after, no further than the neighbouring TATs: with the same tool as ABW1 and ABW2
+that is the mean of both, with two tools each tool's neighbour), and the study reports
 the relative difference RD = |TAT - ABw| / TAT and the absolute difference, what the
 estimate cost (traffic volume of ABw against TAT: the paper saw TAT move 8.5x to 14.7x
 more bytes) and how long one estimate took (0.8-1.6 s mean in the paper).
@@ -48,7 +50,8 @@ class TatRun:
 
 @dataclass(frozen=True)
 class Pair:
-    """One TAT against the nearest run of one ABw tool."""
+    """One TAT against the runs of one ABw tool around it (merged into one: their
+    estimates and cost together, starting at the first)."""
 
     method: str
     tat: TatRun
@@ -109,26 +112,49 @@ def tat_run(result: Mapping[str, Any]) -> TatRun:
     )
 
 
-def _nearest(tat: TatRun, runs: Sequence[AbwRun]) -> AbwRun:
-    return min(runs, key=lambda r: abs(r.start_s - tat.start_s))
+def _around(tat: TatRun, runs: Sequence[AbwRun], lo: float, hi: float) -> list[AbwRun]:
+    """The runs of one tool next to ``tat``: the last to start before it (after ``lo``,
+    the previous TAT's start) and the first after it (before ``hi``, the next TAT's);
+    the nearest run of all when neither side has one."""
+    before = [r for r in runs if lo < r.start_s <= tat.start_s]
+    after = [r for r in runs if tat.start_s < r.start_s < hi]
+    out = ([max(before, key=lambda r: r.start_s)] if before else []) + \
+        ([min(after, key=lambda r: r.start_s)] if after else [])
+    return out or [min(runs, key=lambda r: abs(r.start_s - tat.start_s))]
+
+
+def _merged(runs: Sequence[AbwRun]) -> AbwRun:
+    if len(runs) == 1:
+        return runs[0]
+    return AbwRun(method=runs[0].method, start_s=min(r.start_s for r in runs),
+                  estimates_bps=tuple(e for r in runs for e in r.estimates_bps),
+                  latencies_s=tuple(x for r in runs for x in r.latencies_s),
+                  bytes=sum(r.bytes for r in runs))
 
 
 def session_figures(*, tat: Sequence[TatRun], abw: Sequence[AbwRun]) -> SessionFigures:
-    """Pair every TAT with the nearest run of each ABw tool and summarise per tool."""
+    """Pair every TAT with the runs of each ABw tool around it and summarise per tool."""
     if not tat:
         raise ValueError("a session needs at least one TAT run")
     by_method: dict[str, list[AbwRun]] = {}
     for run in abw:
         by_method.setdefault(run.method, []).append(run)
+    starts = sorted(t.start_s for t in tat)
     methods: dict[str, MethodFigures] = {}
     for method, runs in sorted(by_method.items()):
         pairs = []
+        used_by_id: dict[int, AbwRun] = {}
         for t in tat:
-            a = _nearest(t, runs)
+            i = starts.index(t.start_s)
+            lo = starts[i - 1] if i > 0 else float("-inf")
+            hi = starts[i + 1] if i + 1 < len(starts) else float("inf")
+            around = _around(t, runs, lo, hi)
+            used_by_id.update((id(r), r) for r in around)
+            a = _merged(around)
             diff = abs(t.mean_bps - a.mean_bps)
             pairs.append(Pair(method=method, tat=t, abw=a, abs_diff_bps=diff,
                               rd=diff / t.mean_bps if t.mean_bps > 0 else float("inf")))
-        used = list({id(p.abw): p.abw for p in pairs}.values())
+        used = list(used_by_id.values())
         latencies = [x for r in used for x in r.latencies_s]
         abw_bytes = sum(r.bytes for r in used)
         tat_bytes = sum(t.bytes for t in tat)

@@ -105,6 +105,9 @@ class AbwRow:
     estimate_bps: float
     latency_s: float
     bytes: int
+    #: The session step that took it (ABW1 and ABW2 of one tool are separate runs of
+    #: it); None for a plain ABw run.
+    step: int | None = None
 
 
 @dataclass(frozen=True)

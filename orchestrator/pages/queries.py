@@ -65,7 +65,7 @@ def tat_summary_query(filters: Filters) -> str:
 
 
 def abw_query(filters: Filters) -> str:
-    return _select(ABW, ("estimate_bps", "latency_s", "bytes", "method"), filters)
+    return _select(ABW, ("estimate_bps", "latency_s", "bytes", "method", "step"), filters)
 
 
 def _rows(series: list[Series]) -> list[dict[str, Any]]:
@@ -104,7 +104,8 @@ def abw_estimates(ts: TimeSeriesQuery, filters: Filters) -> list[AbwRow]:
             time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
             run=_s(row, "run"), session=_s(row, "session"), direction=_s(row, "direction"),
             method=_s(row, "method"), estimate_bps=float(row["estimate_bps"]),
-            latency_s=float(row.get("latency_s") or 0.0), bytes=int(row.get("bytes") or 0)))
+            latency_s=float(row.get("latency_s") or 0.0), bytes=int(row.get("bytes") or 0),
+            step=None if row.get("step") is None else int(row["step"])))
     return out
 
 

@@ -259,11 +259,14 @@ def pair_sessions(tat_rows: Sequence[TatSummaryRow],
 
     A session is a (node, operator, direction, session tag); within it each TAT is
     paired with the nearest run of each ABw tool (:func:`analysis.session.session_figures`).
+    An ABw run is one run's estimates of one tool in one session step: an ABw-TAT-ABw
+    run measures with the same tool before and after each TAT.
     """
     Key = tuple[str, str, str, str]
     tats: dict[Key, list[TatRun]] = defaultdict(list)
     places: dict[Key, Where] = {}
-    abw: dict[Key, dict[tuple[str, str], list[AbwRow]]] = defaultdict(lambda: defaultdict(list))
+    abw: dict[Key, dict[tuple[str, str, int], list[AbwRow]]] = defaultdict(
+        lambda: defaultdict(list))
     untagged = 0
     for t in tat_rows:
         if not t.session:
@@ -276,7 +279,7 @@ def pair_sessions(tat_rows: Sequence[TatSummaryRow],
     for a in abw_rows:
         if a.session:
             abw[(a.where.node, a.where.operator_key, a.direction, a.session)][
-                (a.run, a.method)].append(a)
+                (a.run, a.method, -1 if a.step is None else a.step)].append(a)
     pairs: list[PairRow] = []
     lonely = 0
     for key, tat_runs in tats.items():
@@ -284,7 +287,7 @@ def pair_sessions(tat_rows: Sequence[TatSummaryRow],
                        estimates_bps=tuple(r.estimate_bps for r in rs),
                        latencies_s=tuple(r.latency_s for r in rs),
                        bytes=sum(r.bytes for r in rs))
-                for (_run, method), rs in sorted(abw.get(key, {}).items())]
+                for (_run, method, _step), rs in sorted(abw.get(key, {}).items())]
         if not runs:
             lonely += 1
             continue

@@ -10,6 +10,7 @@ operator_name, interface, rat, experiment, campaign, run, session; results add
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -38,7 +39,7 @@ FIELDS: dict[str, frozenset[str]] = {
     }),
     ABW: frozenset({
         "estimate_bps", "low_bps", "high_bps", "latency_s", "bytes", "packets_sent",
-        "loss", "rtt_s",
+        "loss", "rtt_s", "step",
     }),
     MODEM: frozenset({"rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat"}),
     GPS: frozenset({"lat", "lon", "alt_m", "speed_mps"}),
@@ -135,8 +136,22 @@ def tat_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
     return points
 
 
-def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
-    """The ABw tool's estimate records (JSON lines, tools/abw) as ``abw`` points."""
+#: An ABw-TAT-ABw session names each ABw step's records ``abw-<step>-<method>.jsonl``.
+_ABW_STEP_FILE = re.compile(r"(?:^|/)abw-(\d+)-[^/]*\.jsonl$")
+
+
+def abw_step(name: str) -> int | None:
+    """The session step of an ABw records file, or None for a file of a plain ABw run:
+    a session runs the same tool before and after each TAT, and only the step tells the
+    two apart when its estimates are paired with that TAT."""
+    m = _ABW_STEP_FILE.search(name)
+    return int(m.group(1)) if m else None
+
+
+def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext, *,
+               step: int | None = None) -> list[Point]:
+    """The ABw tool's estimate records (JSON lines, tools/abw) as ``abw`` points; the
+    session ``step`` is a field (not a tag: the series stay those of plain runs)."""
     out = []
     for r in records:
         if r.get("type") != "estimate":
@@ -150,6 +165,7 @@ def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext) -> list[Po
             "packets_sent": int(r.get("packets_sent", 0)),
             "loss": _float(r.get("loss")),
             "rtt_s": _float(r.get("rtt_s")),
+            "step": step,
         }
         out.append(point(ABW, ctx, fields, to_ns(float(r["start_unix_s"])),
                          method=str(r["method"]), direction=str(r.get("direction", ""))))
@@ -288,7 +304,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
                 elif name == SYSTEM_FILE:
                     out.points.extend(system_points(records, ctx))
                 else:
-                    out.points.extend(abw_points(records, ctx))
+                    out.points.extend(abw_points(records, ctx, step=abw_step(name)))
             elif name.endswith(".json"):
                 doc = json.loads(data)
                 if isinstance(doc, dict) and doc.get("format") == "testbed.tat":

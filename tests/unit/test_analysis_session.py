@@ -76,3 +76,15 @@ def test_tat_run_from_a_real_result_and_refusals() -> None:
         abw_run([{"type": "error"}])
     with pytest.raises(ValueError, match="mix"):
         abw_run(_abw("a", T0, [1.0], 1) + _abw("b", T0, [1.0], 1))
+
+
+def test_same_tool_before_and_after_each_tat_is_averaged() -> None:
+    # yaz as ABW1 and ABW2: each TAT against the mean of the estimates on both sides,
+    # never those around the other TAT; every step's bytes count once.
+    abw = [abw_run(_abw("yaz", T0 + t, [e], 1.0)) for t, e in
+           ((0, 8e6), (30, 12e6), (330, 9e6), (360, 9e6))]
+    tat = [tat_run(_tat(T0 + 5, 10e6, 12_000_000)), tat_run(_tat(T0 + 335, 9e6, 12_000_000))]
+    yaz = session_figures(tat=tat, abw=abw).methods["yaz"]
+    assert [p.abw.mean_bps for p in yaz.pairs] == pytest.approx([10e6, 9e6])
+    assert [p.rd for p in yaz.pairs] == pytest.approx([0.0, 0.0])
+    assert yaz.abw_bytes == 4 * 152_000

@@ -18,6 +18,7 @@ from orchestrator.timeseries.schema import (
     TAGS,
     RunContext,
     abw_points,
+    abw_step,
     bundle_points,
     flow_points,
     point,
@@ -93,6 +94,10 @@ def test_abw_and_flow_points_and_unknown_fields() -> None:
     [p] = abw_points(records, CTX)
     assert p.measurement == ABW and p.fields["bytes"] == 1050 and p.tags["method"] == "spruce"
     assert p.time_ns == 1_795_312_872_500_000_000
+    assert p.fields["step"] is None  # a plain ABw run; a session's step files say theirs
+    assert abw_step("results/abw-2-yaz.jsonl") == 2 and abw_step("results/abw.jsonl") is None
+    [p] = abw_points(records, CTX, step=abw_step("abw-3-spruce.jsonl"))
+    assert p.fields["step"] == 3
     capture = read_capture((FIXTURES / "tcp-6mbit-tx.pcap").read_bytes())
     flows = flow_points(analyse_capture(capture.packets), CTX)
     assert flows[0].tags["direction"] == "uplink" and flows[0].fields["self_delay_s"]
