@@ -88,28 +88,31 @@ def timeseries() -> None:
 
 @timeseries.command("rebuild")
 @click.option("--campaign", default=None, help="only this campaign's runs")
-def timeseries_rebuild(campaign: str | None) -> None:
+@click.option("--clean", is_flag=True,
+              help="drop the runs' series first: removes points an older conversion wrote "
+                   "with other tags or times (heartbeat and quota series stay)")
+def timeseries_rebuild(campaign: str | None, clean: bool) -> None:
     """Write every archived run (or one campaign's) into InfluxDB again."""
     from orchestrator.bootstrap import build_context
-    from orchestrator.services.ingest import ingest_pending, reset_ingest
+    from orchestrator.errors import Invalid
+    from orchestrator.services.ingest import rebuild
     from orchestrator.settings import Settings
+    from orchestrator.timeseries.influx import TimeSeriesError
 
     ctx = build_context(Settings())
     if ctx.timeseries is None:
         raise click.ClickException("no time-series store configured (TESTBED_INFLUX__URL)")
-    marked = reset_ingest(ctx, campaign=campaign)
-    written = points = 0
-    while True:
-        done = ingest_pending(ctx, ctx.timeseries, limit=200)
-        written += done.written_runs
-        points += done.points
-        if done.stopped:
-            raise click.ClickException(
-                f"store unavailable after {written} of {marked} runs: {done.stopped}; run "
-                "again when it is back (the rest stay marked and the orchestrator retries)")
-        if done.written_runs == 0:
-            break
-    click.echo(f"rebuilt {written} of {marked} archived runs: {points} points")
+    try:
+        done = rebuild(ctx, ctx.timeseries, campaign=campaign, clean=clean)
+    except (TimeSeriesError, Invalid) as e:
+        raise click.ClickException(str(e)) from e
+    if done.stopped:
+        raise click.ClickException(
+            f"store unavailable after {done.written_runs} of {done.marked} runs: "
+            f"{done.stopped}; run again when it is back (the rest stay marked and the "
+            "orchestrator retries)")
+    click.echo(f"rebuilt {done.written_runs} of {done.marked} archived runs: "
+               f"{done.points} points" + (" (series dropped first)" if clean else ""))
 
 
 # --- nodes --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
-from orchestrator.timeseries.influx import Series
+from orchestrator.timeseries.influx import Series, literal
 from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
 
 PLACE_TAGS = ("node", "country", "operator", "operator_name")
@@ -29,11 +29,6 @@ class TimeSeriesQuery(Protocol):
     integer nanoseconds. :class:`orchestrator.timeseries.influx.InfluxClient` is one."""
 
     def query(self, influxql: str, *, epoch: str = "ns") -> list[Series]: ...
-
-
-def literal(value: str) -> str:
-    """An InfluxQL string literal: single-quoted, backslash and quote escaped."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def ident(name: str) -> str:

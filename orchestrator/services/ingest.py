@@ -29,7 +29,7 @@ from orchestrator.scheduling.recurrence import TimeScale
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
-from orchestrator.timeseries.influx import TimeSeriesUnavailable
+from orchestrator.timeseries.influx import InfluxClient, TimeSeriesUnavailable
 from orchestrator.timeseries.lineprotocol import Point, TimeSeriesSink
 from orchestrator.timeseries.schema import (
     GPS_FILE,
@@ -151,6 +151,38 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> In
             runs += 1
             points += len(built.points)
     return IngestPass(runs, points)
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    marked: int
+    written_runs: int
+    points: int
+    stopped: str | None = None
+
+
+def rebuild(ctx: Context, sink: TimeSeriesSink, *, campaign: str | None = None,
+            clean: bool = False) -> Rebuild:
+    """Write every archived run (or one campaign's) again from the raw archive.
+
+    Plain, it overwrites the same points in place. ``clean`` first drops the runs'
+    series (``sink`` must then be an :class:`InfluxClient`): points that an older
+    conversion wrote with other tags or at other times (a compressed campaign ingested
+    before it was written at campaign time, a field renamed) go with them. Stops early,
+    saying why, when the store goes down: the rest stay marked and the orchestrator's
+    ingest loop writes them when it is back."""
+    if clean:
+        if not isinstance(sink, InfluxClient):
+            raise Invalid("a clean rebuild needs InfluxDB (it drops the runs' series)")
+        sink.drop_run_series(campaign=campaign)
+    marked = reset_ingest(ctx, campaign=campaign)
+    written = points = 0
+    while True:
+        done = ingest_pending(ctx, sink, limit=200)
+        written += done.written_runs
+        points += done.points
+        if done.stopped or done.written_runs == 0:
+            return Rebuild(marked, written, points, done.stopped)
 
 
 def reset_ingest(ctx: Context, *, campaign: str | None = None) -> int:

@@ -180,12 +180,27 @@ class InfluxClient:
                                   columns=list(s["columns"]), values=list(s["values"])))
         return out
 
+    def drop_run_series(self, *, campaign: str | None = None) -> None:
+        """Drop every series written from runs' results (all of them, or one
+        campaign's): what a clean rebuild rewrites. Live heartbeat samples and quota
+        series carry no ``run`` tag and stay. ``DROP SERIES`` removes the series' points
+        at every time, so points an older conversion wrote with other tags or at other
+        times go too."""
+        cond = ('"campaign" = ' + literal(campaign)) if campaign is not None \
+            else "\"run\" =~ /./"
+        self.query(f"DROP SERIES WHERE {cond}")
+
     def create_database(self, *, retention: str | None = None) -> None:
         """Create the database (a no-op when it exists). ``retention``: e.g. ``"400d"``."""
         q = f'CREATE DATABASE "{_ident(self.database)}"'
         if retention:
             q += f" WITH DURATION {retention}"
         self.query(q)
+
+
+def literal(value: str) -> str:
+    """An InfluxQL string literal: single-quoted, backslash and quote escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _ident(name: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,45 @@ def test_heartbeat_metadata_reaches_the_store_and_waits_out_an_outage(
     store.start()
     assert ctx.live.flush(ctx.timeseries) == 3
     assert [r[1] for r in rows("SELECT cpu_pct FROM system")] == [12.5, 80.0]
+
+
+def test_clean_rebuild_replaces_an_older_conversion_and_keeps_live_series(
+    api_influx: Api, tmp_path: Path
+) -> None:
+    """Points an older conversion wrote for a run with other tags or at other times
+    (here: a stale session tag, an hour early) are gone after a clean rebuild; the
+    run's points are all there, at once and a while later, and series without a run
+    (heartbeat samples) are untouched."""
+    from orchestrator.services.ingest import rebuild
+    from orchestrator.timeseries.influx import InfluxClient
+    from orchestrator.timeseries.lineprotocol import Point
+
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert isinstance(ctx.timeseries, InfluxClient)
+    ctx.timeseries.create_database()
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run_id = _upload_run(api, token, tmp_path)
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
+    hour_ns = 3600 * 10**9
+    first = ctx.timeseries.query(f"SELECT first(bps) FROM tat WHERE run = '{run_id}'")
+    t0 = int(first[0].values[0][0])
+    ctx.timeseries.write([
+        Point("tat", {"bps": 1.0}, t0 - hour_ns + i, {"run": run_id, "session": "old"})
+        for i in range(5)] + [
+        Point("system", {"cpu_pct": 5.0}, t0, {"node": "se-01"})])  # live sample, no run
+    assert _count(ctx, run_id) == BINS + 5
+
+    plain = rebuild(ctx, ctx.timeseries)
+    assert (plain.marked, plain.written_runs) == (1, 1)
+    assert _count(ctx, run_id) == BINS + 5  # in place: the stale points stay
+
+    done = rebuild(ctx, ctx.timeseries, clean=True)
+    assert (done.marked, done.written_runs, done.stopped) == (1, 1, None)
+    assert _count(ctx, run_id) == BINS
+    time.sleep(2)  # and they stay written (no delayed tombstone takes them)
+    assert _count(ctx, run_id) == BINS
+    stale = ctx.timeseries.query("SELECT count(bps) FROM tat WHERE session = 'old'")
+    assert stale == []
+    live = ctx.timeseries.query("SELECT count(cpu_pct) FROM system WHERE node = 'se-01'")
+    assert live[0].values[0][1] == 1

@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.pages import html, svg, views
 from orchestrator.pages.data import AbwRow, Choices, Filters, TatSummaryRow, Where
-from orchestrator.pages.queries import literal, tat_summary_query, where_clause
+from orchestrator.pages.queries import tat_summary_query, where_clause
+from orchestrator.timeseries.influx import literal
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 T0 = int(datetime(2026, 11, 22, tzinfo=UTC).timestamp()) * 10**9
