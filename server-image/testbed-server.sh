@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Measurement server: iperf3 responders on ports 5201-5208, each restarted when it exits,
-# and optional egress shaping per emulated operator subnet.
+# ABw receivers (7351...), D-ITG's ITGRecv (signalling port 9000, flows on 9001) with
+# the service that hands its receiver logs back (ditg_logs.py, port 9009), and optional
+# egress shaping per emulated operator subnet. The capture service (capture_service.py,
+# port 9010) takes the server's side of each run's packet capture for the node agent:
+# tcpdump of the run's node address, fetched by the agent into the run's bundle.
 #
 # iperf3 serves one test at a time per port, so several ports let several nodes measure
 # at once (the tat experiment tries them in turn). Servers run with -J -i 0.1 so that
@@ -16,6 +20,14 @@
 #                          tbf on the interface holding an address in each subnet, so
 #                          downlink runs are shaped too (needs NET_ADMIN)
 #   TESTBED_SHAPE_LATENCY  tbf queue bound (default 50ms)
+#   TESTBED_DITG_DIR       ITGRecv's working directory, where its receiver logs go
+#                          (default /var/lib/testbed/ditg; logs older than an hour deleted)
+#   TESTBED_CAPTURE_DIR    where the capture service keeps captures until their agent
+#                          fetches them (default /var/lib/testbed/captures; emptied at start)
+#   TESTBED_CAPTURE_LISTEN its address (default 0.0.0.0; a management address keeps it off
+#                          the operators' networks: agents fetch over the control network)
+#   TESTBED_CAPTURE_ARGS   more capture_service.py flags: --max-captures, --max-bytes,
+#                          --max-s, --max-total-bytes, --min-free-bytes, --keep-s
 set -euo pipefail
 
 PORTS="${TESTBED_IPERF3_PORTS:-5201-5208}"
@@ -28,6 +40,16 @@ ABW_RECEIVERS="${TESTBED_ABW_RECEIVERS:-4}"
 IDLE_TIMEOUT_S=120
 #: ...and one that holds a connection without moving a byte this long (iperf3_watchdog.py).
 STUCK_S="${TESTBED_IPERF3_STUCK_S:-60}"
+#: D-ITG: ITGRecv's signalling port (D-ITG's default) and the receiver-log service.
+DITG_DIR="${TESTBED_DITG_DIR:-/var/lib/testbed/ditg}"
+DITG_SIGNAL_PORT=9000
+DITG_LOG_PORT=9009
+DITG_LOGS="${TESTBED_DITG_LOGS:-/usr/local/lib/testbed/ditg_logs.py}"
+#: The server's side of each run's packet capture (capture_service.py).
+CAPTURES="${TESTBED_CAPTURES:-/usr/local/lib/testbed/capture_service.py}"
+CAPTURE_DIR="${TESTBED_CAPTURE_DIR:-/var/lib/testbed/captures}"
+CAPTURE_LISTEN="${TESTBED_CAPTURE_LISTEN:-0.0.0.0}"
+CAPTURE_PORT=9010
 
 say() { echo "testbed-server: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -86,6 +108,22 @@ serve_abw() {  # serve_abw PORT: the ABw receiver on PORT for ever (one session 
     done
 }
 
+serve_ditg() {  # ITGRecv for ever. A sender names the receiver's log file (-x), so
+    # ITGRecv runs unprivileged in its own directory: a name cannot overwrite the server.
+    local rc drop=()
+    if [ "$(id -u)" = 0 ]; then
+        chown nobody "$DITG_DIR"
+        drop=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+    fi
+    while true; do
+        rc=0
+        (cd "$DITG_DIR" && exec "${drop[@]}" ITGRecv -Sp "$DITG_SIGNAL_PORT") \
+            </dev/null >/dev/null 2>&1 || rc=$?
+        say "ITGRecv exited with code $rc; restarting in 1 s"
+        sleep 1
+    done
+}
+
 [ -z "$SHAPE" ] || shape
 [ -z "$LOG_DIR" ] || mkdir -p "$LOG_DIR"
 
@@ -109,6 +147,24 @@ if command -v abw >/dev/null; then
     say "abw receivers on ports 7351-$((7350 + ABW_RECEIVERS))"
 else
     say "no abw binary: ABw experiments will find no receiver"
+fi
+
+if command -v ITGRecv >/dev/null; then
+    mkdir -p "$DITG_DIR"
+    serve_ditg &
+    python3 "$DITG_LOGS" --dir "$DITG_DIR" --port "$DITG_LOG_PORT" &
+    say "ITGRecv on port $DITG_SIGNAL_PORT, its receiver logs on http port $DITG_LOG_PORT"
+else
+    say "no ITGRecv (d-itg): D-ITG TAT steps will find no receiver"
+fi
+
+if [ -r "$CAPTURES" ] && command -v tcpdump >/dev/null; then
+    # shellcheck disable=SC2086  # TESTBED_CAPTURE_ARGS is a word list
+    python3 "$CAPTURES" --dir "$CAPTURE_DIR" --listen "$CAPTURE_LISTEN" --port "$CAPTURE_PORT" \
+        ${TESTBED_CAPTURE_ARGS:-} &
+    say "capture service on $CAPTURE_LISTEN:$CAPTURE_PORT: the server's side of each run's capture"
+else
+    say "no capture service (tcpdump or $CAPTURES missing): bundles get the node's capture only"
 fi
 
 stop() {

@@ -2,15 +2,17 @@
 
 Runs the steps of :func:`steps.session_steps` through the run's interface: ABw steps
 with the project's ``abw`` estimator (``abw send``, JSON lines), TAT steps with the tat
-experiment's iperf3 code, a pause between the halves. For every step it records start
-and end, the interface's kernel byte counters before and after (what the SIM pays,
-whatever the tools say) and the tool's raw output. The session summary is computed by
+experiment's iperf3 code or with D-ITG (:mod:`ditg`, ``tat_tool: ditg``), a pause
+between the halves and between repetitions. For every step it records start and end,
+the interface's kernel byte counters before and after (what the SIM pays, whatever the
+tools say) and the tool's raw output. The session summary is computed by
 ``orchestrator.analysis.session``, the same code the orchestrator's pages use.
 
 Writes /results/abw-tat.json (format testbed.abw-tat v1), one tat-<n>.json (testbed.tat)
-and iperf3-<n>.json per TAT step, and abw-<n>-<method>.jsonl per ABw step. Any failed
-step ends the session: what ran is kept, the error is recorded in the result and as
-the last stderr line, and the exit code is non-zero.
+per TAT step next to the tool's raw output (iperf3-<n>.json, or ditg-<n>-*), and
+abw-<n>-<method>.jsonl per ABw step. Any failed step ends the session: what ran is
+kept, the failed step is recorded with its error, the error is recorded in the result
+and as the last stderr line, and the exit code is non-zero.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import ditg
 import tat
 from steps import Step, interface_counters, session_steps
 from tat_parse import Iperf3OutputError, parse_iperf3
@@ -32,6 +35,7 @@ from orchestrator.analysis.session import abw_run, session_figures, tat_run
 FORMAT, VERSION = "testbed.abw-tat", 1
 #: ABw receivers on the measurement server (one session at a time each).
 ABW_PORTS = (7351, 7352, 7353, 7354)
+TAT_TOOLS = ("iperf3", "ditg")
 #: An estimate takes ~1 s; beyond this per estimate the tool is hung, not slow.
 ABW_TIMEOUT_PER_ESTIMATE_S = 20.0
 
@@ -52,9 +56,7 @@ def _abw_command(config: dict[str, Any], method: str, port: int) -> list[str]:
         cmd += ["--bind", str(config["interface_address"])]
     if p["direction"] == "downlink":
         cmd.append("--reverse")
-    if method == "spruce":
-        if not p.get("capacity_bps"):
-            raise SessionError("spruce needs the bottleneck capacity: set capacity_bps")
+    if method == "spruce":  # check_parameters made sure the capacity is given
         cmd += ["--capacity", str(int(p["capacity_bps"]))]
     return cmd
 
@@ -88,7 +90,12 @@ def run_abw(config: dict[str, Any], method: str, out: Path) -> list[dict[str, An
 
 
 def run_tat(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:
+    """One TAT step with the chosen tool; writes tat-<n>.json and the raw output."""
     p = config["parameters"]
+    if p.get("tat_tool", "iperf3") == "ditg":
+        result = ditg.measure(config, n, out_dir)
+        (out_dir / f"tat-{n}.json").write_text(json.dumps(result, indent=1))
+        return result
     sub = {**config, "parameters": {"duration_s": p["run_s"], "direction": p["direction"],
                                     "bin_s": 0.1}}
     raw, port = tat.measure(sub)
@@ -135,11 +142,20 @@ def summarise(tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]],
     }
 
 
+def check_parameters(p: dict[str, Any]) -> None:
+    """Refuse, before any traffic, what no step could measure."""
+    if p.get("tat_tool", "iperf3") not in TAT_TOOLS:
+        raise SessionError(f"tat_tool must be one of {TAT_TOOLS}, not {p['tat_tool']!r}")
+    if p.get("tat_tool") == "ditg" and p["direction"] != "uplink":
+        raise SessionError("tat_tool ditg measures uplink only (the server cannot reach "
+                           "a node behind NAT); use tat_tool iperf3 for downlink")
+    if "spruce" in (p["method1"], p["method2"]) and not p.get("capacity_bps"):
+        raise SessionError("spruce needs the bottleneck capacity: set capacity_bps")
+
+
 def run_session(config: dict[str, Any], out: Path) -> dict[str, Any]:
     p = config["parameters"]
     iface = str(config.get("interface") or "")
-    plan = session_steps(method1=str(p["method1"]), method2=str(p["method2"]),
-                         halves=int(p["halves"]), pause_s=float(p["pause_s"]))
     records: list[dict[str, Any]] = []
     tats: list[dict[str, Any]] = []
     abws: list[list[dict[str, Any]]] = []
@@ -147,34 +163,52 @@ def run_session(config: dict[str, Any], out: Path) -> dict[str, Any]:
                            "interface": iface, "server": config["server_address"],
                            "start": _now(), "steps": records}
     try:
+        check_parameters(p)
+        plan = session_steps(method1=str(p["method1"]), method2=str(p["method2"]),
+                             halves=int(p["halves"]), pause_s=float(p["pause_s"]),
+                             repetitions=int(p.get("repetitions", 1)))
         for n, step in enumerate(plan):
             if step.kind == "pause":
                 time.sleep(step.seconds)
                 continue
-            record = _step(config, step, n, iface, out, tats, abws)
-            records.append(record)
+            _step(config, step, n, iface, out, tats, abws, records)
         doc["summary"] = summarise(tats, abws, records)
-    except (SessionError, tat.ExperimentError, Iperf3OutputError, ValueError) as e:
-        doc["error"] = str(e)
+    except (SessionError, tat.ExperimentError, Iperf3OutputError, ValueError,
+            LookupError, OSError) as e:
+        failed = records[-1] if records and "error" in records[-1] else None
+        tool = failed and (failed.get("tool") or failed["method"])
+        where = f"{failed['kind']} step ({tool}): " if failed else ""
+        doc["error"] = f"{where}{e}"
     doc["end"] = _now()
     (out / "abw-tat.json").write_text(json.dumps(doc, indent=1))
     return doc
 
 
 def _step(config: dict[str, Any], step: Step, n: int, iface: str, out: Path,
-          tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]]) -> dict[str, Any]:
+          tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]],
+          records: list[dict[str, Any]]) -> None:
+    """Run one step and append its record; a failed step is recorded with its error
+    (and what it cost on the interface) before the error ends the session."""
     rx0, tx0 = interface_counters(iface) if iface else (0, 0)
-    start = _now()
-    if step.kind == "abw":
-        name = f"abw-{n}-{step.method}.jsonl"
-        abws.append(run_abw(config, step.method, out / name))
-    else:
-        name = f"tat-{n}.json"
-        tats.append(run_tat(config, n, out))
-    rx1, tx1 = interface_counters(iface) if iface else (0, 0)
-    return {"kind": step.kind, "half": step.half, "method": step.method, "file": name,
-            "start": start, "end": _now(), "iface_rx_bytes": rx1 - rx0,
-            "iface_tx_bytes": tx1 - tx0}
+    record: dict[str, Any] = {"kind": step.kind, "repetition": step.repetition,
+                              "half": step.half, "method": step.method, "start": _now()}
+    try:
+        if step.kind == "abw":
+            record["file"] = f"abw-{n}-{step.method}.jsonl"
+            abws.append(run_abw(config, step.method, out / record["file"]))
+        else:
+            record["file"] = f"tat-{n}.json"
+            record["tool"] = config["parameters"].get("tat_tool", "iperf3")
+            tats.append(run_tat(config, n, out))
+    except Exception as e:
+        record["error"] = str(e)
+        raise
+    finally:
+        rx1, tx1 = interface_counters(iface) if iface else (0, 0)
+        record.update(end=_now(), iface_rx_bytes=rx1 - rx0, iface_tx_bytes=tx1 - tx0,
+                      raw=sorted(f.name for f in out.glob(f"*-{n}[-.]*")
+                                 if f.name != f"tat-{n}.json"))
+        records.append(record)
 
 
 def main() -> int:

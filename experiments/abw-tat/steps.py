@@ -16,15 +16,26 @@ class Step:
     half: int
     method: str = ""  # ABw tool for "abw" steps
     seconds: float = 0.0  # for "pause"
+    repetition: int = 0
 
 
-def session_steps(*, method1: str, method2: str, halves: int, pause_s: float) -> list[Step]:
-    """ABW1-TAT-ABW2, pause, ABW2-TAT-ABW1: each tool runs once before and once after a
-    TAT, so neither always measures a link just loaded (or just idle)."""
-    steps = [Step("abw", 0, method1), Step("tat", 0), Step("abw", 0, method2)]
-    if halves == 2:
-        steps += [Step("pause", 0, seconds=pause_s),
-                  Step("abw", 1, method2), Step("tat", 1), Step("abw", 1, method1)]
+def session_steps(*, method1: str, method2: str, halves: int, pause_s: float,
+                  repetitions: int = 1) -> list[Step]:
+    """``repetitions`` times ABW1-TAT-ABW2, pause, ABW2-TAT-ABW1, with a pause between
+    repetitions too: each tool runs once before and once after a TAT, so neither always
+    measures a link just loaded (or just idle). With one half, every repetition is
+    ABW1-TAT-ABW2."""
+    if repetitions < 1 or halves not in (1, 2):
+        raise ValueError("a session has at least one repetition of one or two halves")
+    orders = [(method1, method2), (method2, method1)][:halves]
+    steps: list[Step] = []
+    for rep in range(repetitions):
+        for half, (first, second) in enumerate(orders):
+            if steps:
+                steps.append(Step("pause", half, seconds=pause_s, repetition=rep))
+            steps += [Step("abw", half, first, repetition=rep),
+                      Step("tat", half, repetition=rep),
+                      Step("abw", half, second, repetition=rep)]
     return steps
 
 

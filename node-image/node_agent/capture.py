@@ -17,6 +17,10 @@ the run: what went wrong is written to meta/capture.json and logs/agent.txt.
 
 The pure parts (the command line, reading tcpdump's statistics) are separate from the
 process handling so they are unit-tested without tcpdump.
+
+Standard library only, and importing nothing else of the agent: the measurement
+server's capture service (server-image/capture_service.py, the server's side of the
+same run) drives its tcpdump with this module, copied into the server image.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +70,7 @@ def tcpdump_command(
     netns_pid: int | None = None,
     tcpdump: str = "tcpdump",
     as_root: bool = True,
+    bpf_filter: Sequence[str] = (),
 ) -> list[str]:
     """The tcpdump command line for capturing ``interface`` into ``path`` (pure).
 
@@ -74,7 +80,8 @@ def tcpdump_command(
     ``-n`` no name lookups; ``-Z root`` keeps root's
     rights when tcpdump runs as root (Debian's tcpdump otherwise drops to user tcpdump,
     which cannot write into the agent's run directory). ``netns_pid`` enters that
-    process's network namespace first.
+    process's network namespace first. ``bpf_filter``: a capture filter's words (the
+    measurement server keeps only the run's node: ``host A``), after the options.
     """
     if snaplen <= 0:
         raise ValueError(f"snap length must be positive, not {snaplen}")
@@ -82,6 +89,7 @@ def tcpdump_command(
            "--immediate-mode", "-n"]
     if as_root:
         cmd += ["-Z", "root"]
+    cmd += list(bpf_filter)
     if netns_pid is not None:
         cmd = ["nsenter", f"--net=/proc/{netns_pid}/ns/net", *cmd]
     return cmd
@@ -136,6 +144,7 @@ class RunningCapture:
         max_bytes: int,
         netns_pid: int | None = None,
         tcpdump: str = "tcpdump",
+        bpf_filter: Sequence[str] = (),
     ) -> None:
         self.interface = interface
         self.path = path
@@ -144,7 +153,7 @@ class RunningCapture:
         self.tcpdump = tcpdump
         self.command = tcpdump_command(
             interface, path, snaplen=snaplen, netns_pid=netns_pid, tcpdump=tcpdump,
-            as_root=os.geteuid() == 0,
+            as_root=os.geteuid() == 0, bpf_filter=bpf_filter,
         )
         self.error: str | None = None
         self.started_at: str | None = None

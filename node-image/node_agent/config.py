@@ -65,6 +65,14 @@ class InterfaceConfig(_Strict):
     #: Fixed address of the interface; read from the kernel when absent.
     address: str | None = None
     metadata: ModemMetadataConfig = ModemMetadataConfig()
+    #: The measurement server's capture service (server-image/capture_service.py), for
+    #: the server's side of every run's capture (server/capture/<iface>.pcap; see
+    #: node_agent.server_capture). Give an address reached NOT through this SIM (the
+    #: server's management address; the fleet's control network): the capture is
+    #: fetched over it, which through the SIM would spend its data and cross the link
+    #: being measured. Absent: no server-side capture. Uses ``capture``'s snap length
+    #: and size cap, and is off when ``capture.enabled`` is false.
+    server_capture_url: str | None = Field(None, pattern=r"^https?://")
 
 
 class CaptureConfig(_Strict):
@@ -120,7 +128,8 @@ class AgentConfig(_Strict):
     metadata_port: int = Field(8765, ge=0, le=65535)
     #: GPS receiver, when the node has one.
     gps: GpsConfig | None = None
-    #: tcpdump of the run's interface into results/capture/<iface>.pcap.
+    #: tcpdump of the run's interface into results/capture/<iface>.pcap (and, with an
+    #: interface's ``server_capture_url``, the server's into server/capture/).
     capture: CaptureConfig = CaptureConfig()
 
     def interface(self, name: str) -> InterfaceConfig | None:

@@ -28,6 +28,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import httpx
 
 from node_agent import __version__
 from node_agent.backstop import BackstopError, NftBackstop
@@ -36,6 +37,9 @@ from node_agent.config import AgentConfig, CaptureConfig
 from node_agent.errors import RunnerError
 from node_agent.interfaces import Counters, CounterSource, InterfaceMissing
 from node_agent.limits import Usage, exit_reason, verdict
+from node_agent.server_capture import META_FILE as SERVER_CAPTURE_META
+from node_agent.server_capture import ServerCapture, capture_limit_s
+from node_agent.server_capture import disabled_document as server_capture_disabled
 from testbed_common.bundle import BundleError, safe_extract
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment, Operator
@@ -73,6 +77,8 @@ class RunSpec:
     max_bytes: int
     #: Live metadata server for the experiment (``$TESTBED_METADATA_URL``), when on.
     metadata_url: str | None = None
+    #: The measurement server's capture service (the agent's, not the experiment's).
+    server_capture_url: str | None = None
 
     def config_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +138,7 @@ def build_spec(
         max_bytes=assignment.max_bytes,
         metadata_url=(f"http://127.0.0.1:{config.metadata_port}"
                       if config.metadata_port else None),
+        server_capture_url=iface.server_capture_url,
     )
 
 
@@ -208,12 +215,15 @@ class DockerRunner:
         capture: CaptureConfig | None = None,
         capture_netns_pid: Callable[[], int] | None = None,
         backstop: NftBackstop | None = None,
+        server_capture_transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """``capture``: tcpdump each run's interface (None or disabled: no capture);
-        ``capture_netns_pid``: when the agent is not in the node's network namespace,
-        the pid of a process that is (tcpdump is then run under nsenter);
-        ``backstop``: the kernel quota that holds each run to its reservation (None:
-        the meter alone)."""
+        """``capture``: tcpdump each run's interface (None or disabled: no capture),
+        and ask the measurement server for its side when the interface has a
+        ``server_capture_url``; ``capture_netns_pid``: when the agent is not in the
+        node's network namespace, the pid of a process that is (tcpdump is then run
+        under nsenter); ``backstop``: the kernel quota that holds each run to its
+        reservation (None: the meter alone); ``server_capture_transport``: an httpx
+        transport for the server's capture service (tests)."""
         self.docker = client
         self.counters = counters
         self.node_id = node_id
@@ -224,6 +234,7 @@ class DockerRunner:
         self.capture = capture
         self.capture_netns_pid = capture_netns_pid
         self.backstop = backstop
+        self.server_capture_transport = server_capture_transport
 
     # -- housekeeping --------------------------------------------------------------------
 
@@ -286,11 +297,12 @@ class DockerRunner:
         image_id: str | None = None
         container: Any = None
         capture = self._new_capture(spec, run_dir)
+        server = self._new_server_capture(spec)
         try:
             image_id = self._ensure_image(spec.image)
             container = self._create(spec)
             outcome = self._supervise(
-                spec, container, run_dir, on_running, stop, before, capture
+                spec, container, run_dir, on_running, stop, before, capture, server
             )
             outcome = replace(outcome, image_id=image_id)
         except RunnerError as e:
@@ -305,6 +317,7 @@ class DockerRunner:
                 except docker.errors.DockerException as e:
                     log.warning("run %s: cannot remove its container: %s", spec.run_id, e)
         self._finish_capture(spec, run_dir, capture)
+        self._finish_server_capture(spec, run_dir, server)
         self._write_meta(spec, run_dir, outcome)
         return outcome
 
@@ -357,6 +370,41 @@ class DockerRunner:
                 _agent_note(run_dir, f"packet capture: {doc['error']}")
         (meta / "capture.json").write_text(json.dumps(doc, indent=2))
 
+    def _new_server_capture(self, spec: RunSpec) -> ServerCapture | None:
+        if self.capture is None or not self.capture.enabled or not spec.server_capture_url:
+            return None
+        return ServerCapture(
+            spec.server_capture_url, interface=spec.interface,
+            address=spec.interface_address, snaplen=self.capture.snaplen,
+            max_bytes=self.capture.max_bytes,
+            max_s=capture_limit_s(spec.deadline, self.clock()), label=spec.run_id,
+            transport=self.server_capture_transport,
+        )
+
+    def _finish_server_capture(
+        self, spec: RunSpec, run_dir: Path, server: ServerCapture | None
+    ) -> None:
+        """Stop the server's capture if still running, fetch it into
+        server/capture/<iface>.pcap and write meta/server-capture.json; problems go to
+        logs/agent.txt, never fail the run."""
+        if server is None:
+            why = ("packet capture is off (capture.enabled)"
+                   if self.capture is None or not self.capture.enabled
+                   else f"no server_capture_url for interface {spec.interface}")
+            doc = server_capture_disabled(spec.interface, why)
+        else:
+            try:
+                doc = server.fetch(run_dir)
+            except Exception as e:  # the server's capture must never fail the run
+                doc = {**server_capture_disabled(spec.interface, "failed"), "enabled": True,
+                       "error": f"{type(e).__name__}: {e}"}
+            if doc.get("error"):
+                log.warning("run %s: server capture: %s", spec.run_id, doc["error"])
+                _agent_note(run_dir, f"server packet capture: {doc['error']}")
+        meta = run_dir / SERVER_CAPTURE_META
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps(doc, indent=2))
+
     def _create(self, spec: RunSpec) -> Any:
         name = _container_name(spec.run_id)
         try:
@@ -385,6 +433,7 @@ class DockerRunner:
         stop: StopRequest,
         before: dict[str, dict[str, int]],
         capture: RunningCapture | None = None,
+        server: ServerCapture | None = None,
     ) -> RunOutcome:
         try:
             baseline = self.counters.read(spec.interface)
@@ -392,15 +441,35 @@ class DockerRunner:
             raise RunnerError(f"cannot meter the run's interface: {e}") from e
         if capture is not None and not capture.start():
             log.warning("run %s: no packet capture: %s", spec.run_id, capture.error)
+        if server is not None and not self._start_server_capture(server):
+            log.warning("run %s: no server-side capture: %s", spec.run_id, server.error)
         armed = self._arm_backstop(spec, run_dir)
         try:
             return self._start_and_watch(spec, container, run_dir, on_running, stop, before,
-                                         baseline, capture, armed)
+                                         baseline, capture, armed, server)
         finally:
             if capture is not None:
                 capture.stop()
+            self._stop_server_capture(server)
             if armed:
                 self._disarm_backstop(spec)
+
+    @staticmethod
+    def _start_server_capture(server: ServerCapture) -> bool:
+        try:
+            return server.start()
+        except Exception as e:  # the server's capture must never fail the run
+            server.error = f"{type(e).__name__}: {e}"
+            return False
+
+    @staticmethod
+    def _stop_server_capture(server: ServerCapture | None) -> None:
+        if server is None:
+            return
+        try:
+            server.stop()
+        except Exception as e:  # recorded; fetch() reports it
+            server.error = server.error or f"{type(e).__name__}: {e}"
 
     def _arm_backstop(self, spec: RunSpec, run_dir: Path) -> bool:
         """Arm the run's kernel quota; a node without nft runs on the meter alone, and
@@ -445,6 +514,7 @@ class DockerRunner:
         baseline: Counters,
         capture: RunningCapture | None,
         armed: bool = False,
+        server: ServerCapture | None = None,
     ) -> RunOutcome:
         try:
             container.start()
@@ -485,6 +555,7 @@ class DockerRunner:
         ended = self.clock()
         if capture is not None:
             capture.stop()  # right after the container's end, before results are copied
+        self._stop_server_capture(server)
         with contextlib.suppress(InterfaceMissing):
             used = Usage(baseline, self.counters.read(spec.interface)).bytes
         stderr = self._collect(container, run_dir)

@@ -41,6 +41,11 @@ def test_command_line_not_root_and_in_another_netns() -> None:
                        "--immediate-mode", "-n"]
 
 
+def test_command_line_with_a_filter_for_the_servers_side() -> None:
+    cmd = tcpdump_command("eth1", "/c/x.pcap", snaplen=96, bpf_filter=("host", "172.30.1.21"))
+    assert cmd[-3:] == ["root", "host", "172.30.1.21"]
+
+
 def test_command_line_rejects_bad_snaplen() -> None:
     with pytest.raises(ValueError, match="snap length"):
         tcpdump_command("op0", "/x.pcap", snaplen=0)
