@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 
 from orchestrator.errors import Invalid
 from orchestrator.model.ids import CampaignId, NodeId, new_run_id
-from orchestrator.scheduling.forecast import LinkHistory, RatePolicy
 from orchestrator.scheduling.planner import (
     CalendarEntry,
     Decision,
@@ -44,6 +43,7 @@ from orchestrator.scheduling.spec import CampaignSpecV2, parse_campaign
 from orchestrator.schemas import PlanPublic
 from orchestrator.services import quotas
 from orchestrator.services.context import Context
+from orchestrator.services.history import link_history, rate_policy
 from orchestrator.services.runs import BOOKED
 from orchestrator.services.views import health_of
 from orchestrator.store.tables import Campaign, Node, Run, RunEvent
@@ -55,8 +55,6 @@ log = logging.getLogger(__name__)
 FINISHED = (RunState.UPLOADING, RunState.DONE, RunState.CANCELLED)
 #: Runs in these states free their session to be booked again (while attempts last).
 RETRIED = (RunState.FAILED, RunState.EXPIRED)
-#: Measured rates older than this are not used for forecasts, days.
-HISTORY_DAYS = 30
 
 
 def parse_spec(raw: Any) -> CampaignSpecV2:
@@ -138,20 +136,6 @@ def _calendar(ctx: Context, s: Session, campaign_ids: Sequence[str]) -> list[Cal
     return entries
 
 
-def _history(s: Session, now: datetime) -> LinkHistory:
-    rates: dict[tuple[NodeId, str], list[float]] = defaultdict(list)
-    rows = s.execute(
-        select(Run.node_id, Run.mcc_mnc, Run.measured_rate_bps)
-        .where(Run.measured_rate_bps.is_not(None), Run.mcc_mnc.is_not(None),
-               Run.not_before >= now - timedelta(days=HISTORY_DAYS))
-        .order_by(Run.not_before)
-    ).all()
-    for node_id, mcc_mnc, rate in rows:
-        if mcc_mnc is not None and rate is not None:
-            rates[(NodeId(node_id), mcc_mnc)].append(float(rate))
-    return LinkHistory(dict(rates))
-
-
 def build_snapshot(ctx: Context, s: Session, now: datetime,
                    campaign_ids: Sequence[str]) -> Snapshot:
     nodes = s.scalars(select(Node).order_by(Node.id)).all()
@@ -171,11 +155,11 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
         nodes=facts,
         catalogue=ctx.catalogue,
         quotas=quotas.ledger_state(s, ctx.settings, nodes),
-        history=_history(s, now),
+        history=link_history(s, now),
         calendar=_calendar(ctx, s, campaign_ids),
         unavailable=unavailable_nodes(ctx, nodes, now),
         padding_s=sched.padding_s,
-        rates=RatePolicy(default_rate_bps=sched.default_rate_bps),
+        rates=rate_policy(ctx.settings),
     )
 
 

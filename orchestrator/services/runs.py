@@ -15,12 +15,14 @@ from sqlalchemy.orm import Session
 
 from orchestrator.catalogue.manifest import Manifest
 from orchestrator.errors import Conflict, Invalid, NotFound
-from orchestrator.model.ids import new_run_id
+from orchestrator.model.ids import NodeId, new_run_id
+from orchestrator.scheduling.forecast import expected_rate
 from orchestrator.scheduling.slots import Slot, first_free_start
 from orchestrator.schemas import RunCancel, RunCreate, RunPublic
 from orchestrator.services import quotas
 from orchestrator.services.auth import Principal, authenticate_node
 from orchestrator.services.context import Context
+from orchestrator.services.history import link_history, rate_policy
 from orchestrator.services.users import project_for
 from orchestrator.services.views import run_public
 from orchestrator.store.tables import Node, Project, Run, RunEvent
@@ -91,7 +93,12 @@ def book_run(
             f"node {node_id!r} has no interface {interface!r}"
             + (f"; it has {names}" if names else "; it has not registered yet")
         )
-    duration_s, volume = manifest.forecast(resolved, ctx.settings.scheduling.default_rate_bps)
+    # The link's history, as the planner forecasts (services.history): the default rate
+    # only when the link has too few measurements.
+    iface = next(i for i in node.interfaces if i.name == interface)
+    rate = expected_rate(link_history(s, ctx.clock.now(), node=node_id), node=NodeId(node_id),
+                         mcc_mnc=iface.mcc_mnc, policy=rate_policy(ctx.settings))
+    duration_s, volume = manifest.forecast(resolved, rate.rate_bps)
     duration = timedelta(seconds=duration_s)
     padding = timedelta(seconds=ctx.settings.scheduling.padding_s)
     start = first_free_start(

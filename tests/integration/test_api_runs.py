@@ -98,3 +98,24 @@ def test_restarted_orchestrator_gives_nodes_time_before_failing_runs(api: Api) -
     api.clock.advance(offline_s + 1)  # and now it has, and stayed silent
     assert reap(ctx) == 1
     ctx.db.engine.dispose()
+
+
+def test_ad_hoc_runs_reserve_from_the_links_history_as_the_planner_does(api: Api) -> None:
+    """Without history the default rate; with three measured rates on the SIM's link,
+    their 95th percentile (the planner's policy), per node and operator."""
+    from orchestrator.store.tables import Run
+
+    api.add_node("se-01", [("op0", "240-01", "Telia"), ("op1", "240-07", "Tele2")])
+    default = api.settings.scheduling.default_rate_bps
+    first = api.submit("se-01", "op0", duration_s=10)
+    assert first["reserved_bytes"] == int(default / 8 * 10 * 1.2 + 2e6)
+    measured = [api.submit("se-01", "op0", duration_s=10)["id"] for _ in range(3)]
+    ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
+    with ctx.db.session() as s:
+        for run_id, rate in zip(measured, (4e6, 5e6, 6e6), strict=True):
+            s.get(Run, run_id).measured_rate_bps = rate
+    assert api.submit("se-01", "op0", duration_s=10)["reserved_bytes"] == \
+        int(6e6 / 8 * 10 * 1.2 + 2e6)
+    # the other operator's SIM on the same node has no history of its own
+    assert api.submit("se-01", "op1", duration_s=10)["reserved_bytes"] == \
+        first["reserved_bytes"]
