@@ -78,13 +78,15 @@ def itgsend_command(config: dict[str, Any], *, duration_s: float, sender_log: st
     cmd = ["ITGSend", "-T", "TCP", "-a", server, "-Sdp", str(SIGNAL_PORT),
            "-rp", str(DATA_PORT), "-C", str(RATE_PPS), "-c", str(PACKET_BYTES),
            "-t", str(round(duration_s * 1000)), "-l", sender_log, "-x", receiver_log]
-    # D-ITG 2.8.1 cannot bind a TCP flow to an address (-sa: "Address family not
-    # supported") nor signalling to a device (-Si): the flow is bound to the device
-    # (-i, needs root), the signalling to the address.
+    # The signalling is bound to the interface's address. The flow cannot be: D-ITG
+    # 2.8.1 cannot bind a TCP flow to an address (-sa: "Address family not supported"),
+    # and binding it to the device (-i) loses every packet that arrives on another
+    # device, as the emulated fleet's downlink does (it comes out of the link
+    # emulator's TUN, deploy/emulation/node-links.sh): the flow stalls. It follows the
+    # node's routing to the server, which on the fleet (and on nodes that route each
+    # server through its SIM) is the run's interface.
     if config.get("interface_address"):
         cmd += ["-Ssa", str(config["interface_address"])]
-    if config.get("interface"):
-        cmd += ["-i", str(config["interface"])]
     return cmd
 
 
