@@ -99,26 +99,17 @@ def run_itgsend(cmd: list[str], *, timeout_s: float, server: str, cwd: Path,
                                 stdin=subprocess.DEVNULL, text=True, cwd=cwd)
     except OSError as e:
         raise DitgError(f"cannot start ITGSend: {e}") from e
-    started = time.monotonic()
-    connected = False
-    while True:
-        try:
-            output, _ = proc.communicate(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        elapsed = time.monotonic() - started
-        connected = connected or tat.connections_to(server, SIGNAL_PORT) >= 1
-        if elapsed > timeout_s or (not connected and elapsed > connect_s):
-            proc.kill()
-            output, _ = proc.communicate()
-            if connected:
-                raise DitgError(f"ITGSend did not finish within {timeout_s:.0f} s "
-                                "(link stalled?)", output)
-            raise DitgError(f"ITGRecv at {server}:{SIGNAL_PORT} did not answer within "
-                            f"{connect_s:.0f} s (server unreachable?)", output)
-    if proc.returncode != 0:
-        raise DitgError(itgsend_exit_reason(proc.returncode, output), output)
+    done = tat.run_watched(proc, timeout_s=timeout_s, start_within_s=connect_s,
+                           started=lambda: tat.connections_to(server, SIGNAL_PORT) >= 1)
+    output = done.stdout
+    if done.killed == "timeout":
+        raise DitgError(f"ITGSend did not finish within {timeout_s:.0f} s "
+                        "(link stalled?)", output)
+    if done.killed == "never_started":
+        raise DitgError(f"ITGRecv at {server}:{SIGNAL_PORT} did not answer within "
+                        f"{connect_s:.0f} s (server unreachable?)", output)
+    if done.returncode != 0:
+        raise DitgError(itgsend_exit_reason(done.returncode, output), output)
     failure = itgsend_failure(output)
     if failure:  # ITGSend exits 0 when its flow could not even start
         raise DitgError(f"ITGSend: {failure}", output)

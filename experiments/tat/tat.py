@@ -17,8 +17,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tat_parse import Iperf3OutputError, established_to, iperf3_error, is_busy, parse_iperf3
 
@@ -112,6 +114,40 @@ def connections_to(server: str, port: int) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class Watched:
+    """How a watched client process ended: its output, and why it was killed (None:
+    it exited on its own, with ``returncode``)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    killed: Literal["never_started", "timeout"] | None
+
+
+def run_watched(proc: subprocess.Popen[str], *, timeout_s: float, started: Callable[[], bool],
+                start_within_s: float) -> Watched:
+    """Wait for a measurement client, killing it when it runs past ``timeout_s`` or when
+    ``started`` (e.g. its connections to the server are up) has not been seen within
+    ``start_within_s``: a server that accepted and then went silent, or never
+    answered, must end the step with a reason, not hang it."""
+    begun = time.monotonic()
+    seen = False
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=0.2)
+            return Watched(proc.returncode, stdout or "", stderr or "", None)
+        except subprocess.TimeoutExpired:
+            pass
+        elapsed = time.monotonic() - begun
+        seen = seen or started()
+        if elapsed > timeout_s or (not seen and elapsed > start_within_s):
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            return Watched(proc.returncode, stdout or "", stderr or "",
+                           "timeout" if seen else "never_started")
+
+
 def run_iperf3(cmd: list[str], timeout_s: float, *, server: str, port: int,
                handshake_s: float = HANDSHAKE_TIMEOUT_S) -> dict[str, Any]:
     """Run one iperf3 client; :class:`StuckServer` when the test never starts."""
@@ -120,31 +156,22 @@ def run_iperf3(cmd: list[str], timeout_s: float, *, server: str, port: int,
                                 text=True)
     except OSError as e:
         raise ExperimentError(f"cannot start iperf3: {e}") from e
-    started = time.monotonic()
-    test_seen = False
-    while True:
-        try:
-            stdout, stderr = proc.communicate(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        elapsed = time.monotonic() - started
-        # control connection plus at least one data connection: the test is on
-        test_seen = test_seen or connections_to(server, port) >= 2
-        if elapsed > timeout_s or (not test_seen and elapsed > handshake_s):
-            proc.kill()
-            proc.communicate()
-            if test_seen:
-                raise ExperimentError(f"iperf3 did not finish within {timeout_s:.0f} s")
-            raise StuckServer(f"{server}:{port} accepted the connection but started no "
-                              f"test within {handshake_s:.0f} s (server stuck)")
+    # control connection plus at least one data connection: the test is on
+    done = run_watched(proc, timeout_s=timeout_s, start_within_s=handshake_s,
+                       started=lambda: connections_to(server, port) >= 2)
+    if done.killed == "timeout":
+        raise ExperimentError(f"iperf3 did not finish within {timeout_s:.0f} s")
+    if done.killed == "never_started":
+        raise StuckServer(f"{server}:{port} accepted the connection but started no "
+                          f"test within {handshake_s:.0f} s (server stuck)")
+    stdout, stderr = done.stdout, done.stderr
     if stderr:
         sys.stderr.write(stderr)
     try:
         raw = json.loads(stdout)
     except ValueError as e:
         raise ExperimentError(
-            f"iperf3 exited {proc.returncode} without a JSON report: "
+            f"iperf3 exited {done.returncode} without a JSON report: "
             f"{(stderr or stdout).strip()[-300:]}"
         ) from e
     if not isinstance(raw, dict):
