@@ -92,6 +92,9 @@ pub struct Session {
     collector: Option<Collector>,
     session: u64,
     next_stream: u32,
+    /// When the last packet of the previous stream of this estimate left
+    /// (the sender's side); the pause before the next stream counts from it.
+    last_stream_end: Option<Instant>,
     /// Control round-trip time measured on the handshake, seconds.
     pub rtt_s: f64,
     pub server_addr: SocketAddr,
@@ -206,6 +209,7 @@ impl Session {
             collector,
             session,
             next_stream: 1,
+            last_stream_end: None,
             rtt_s,
             server_addr,
         })
@@ -234,6 +238,7 @@ impl Session {
         let wait = self.cfg.timeout + Duration::from_secs_f64(spec.duration_s()) + self.cfg.grace;
         let obs = if !self.cfg.reverse {
             let sent = send_stream(&self.udp, None, self.session, id, spec, self.cfg.spin)?;
+            self.last_stream_end = Some(Instant::now());
             self.control.send(&Msg::StreamEnd {
                 stream: id,
                 sent: sent.packets,
@@ -267,6 +272,7 @@ impl Session {
                 Msg::Error { kind, message } => return Err(remote_error(&kind, message)),
                 m => return Err(AbwError::Protocol(format!("unexpected reply: {m:?}"))),
             };
+            self.last_stream_end = Some(Instant::now());
             let col = self.collector.as_ref().expect("reverse session has a collector");
             let mut o = col.wait_stream(id, sent, self.cfg.grace, self.cfg.grace + Duration::from_secs(5));
             o.size = spec.size;
@@ -304,10 +310,16 @@ impl Session {
         if self.cfg.reverse {
             self.punch()?;
         }
+        self.last_stream_end = None;
         loop {
             match method.next() {
                 Step::Probe(spec) => {
-                    sleep_s(spec.pause_s);
+                    // The pause is idle time of the path between streams
+                    // (the queue drains, streams decorrelate); waiting for
+                    // the previous stream's report was idle time already,
+                    // so on long-RTT paths it is not paid twice.
+                    let idle = self.last_stream_end.map_or(0.0, |t| t.elapsed().as_secs_f64());
+                    sleep_s(spec.pause_s - idle);
                     let obs = self.probe(&spec, c)?;
                     method.observe(&spec, &obs);
                 }

@@ -106,21 +106,30 @@ struct SendArgs {
     /// Bracket resolution relative to its upper end (yaz, pathload).
     #[arg(long, default_value_t = 0.05)]
     resolution: f64,
-    /// yaz: spacing-distortion threshold zeta.
-    #[arg(long, default_value_t = 0.05)]
-    zeta: f64,
+    /// yaz: spacing-distortion threshold zeta (default: YazConfig's).
+    #[arg(long)]
+    zeta: Option<f64>,
+    /// yaz: multiple of a stream's own trend noise added to zeta
+    /// (default: YazConfig's).
+    #[arg(long)]
+    significance: Option<f64>,
     /// yaz: also count stream compression as congestion (yaz's rule).
     #[arg(long)]
     compression: bool,
+    /// yaz: length factor of the streams probing a narrow bracket
+    /// (default: YazConfig's).
+    #[arg(long)]
+    fine_factor: Option<f64>,
     /// yaz: mean pause between streams, ms (exponential).
     #[arg(long, default_value_t = 50.0)]
     pause_ms: f64,
     /// Packets of the initial dispersion train.
     #[arg(long, default_value_t = 30)]
     train_len: usize,
-    /// yaz: probe-byte budget of one estimate (IP bytes).
-    #[arg(long, default_value_t = 900_000)]
-    max_bytes: u64,
+    /// yaz: probe-byte budget of one estimate (IP bytes; default:
+    /// YazConfig's).
+    #[arg(long)]
+    max_bytes: Option<u64>,
     /// pathload: streams per fleet.
     #[arg(long, default_value_t = 12)]
     fleet_len: usize,
@@ -191,11 +200,13 @@ fn make_method(a: &SendArgs, rng: Rng, rtt_s: f64) -> Result<Box<dyn Method>, Ab
                     min_size,
                     max_stream_s: a.max_stream_s.unwrap_or(d.max_stream_s),
                     mean_pause_s: a.pause_ms / 1e3,
-                    zeta: a.zeta,
+                    zeta: a.zeta.unwrap_or(d.zeta),
+                    significance: a.significance.unwrap_or(d.significance),
+                    fine_factor: a.fine_factor.unwrap_or(d.fine_factor),
                     compression: a.compression,
                     resolution: a.resolution,
                     train_len: a.train_len.max(2),
-                    max_bytes: a.max_bytes,
+                    max_bytes: a.max_bytes.unwrap_or(d.max_bytes),
                     bounds,
                     ..d
                 },

@@ -93,6 +93,51 @@ impl Observation {
         Some((median(&tail)? - median(&head)?) / slots / 1e9)
     }
 
+    /// Standard error (seconds per packet slot) that [`Self::spacing_difference`]
+    /// would show on this stream if the queue had no drift, estimated from
+    /// the stream itself: the spread of the one-way-delay change over a lag
+    /// of a quarter of the stream (mean change, i.e. the drift, removed),
+    /// scaled to the whole stream as for a random walk.
+    ///
+    /// Why: under bursty (e.g. Poisson) cross traffic a short stream sent
+    /// *below* the available bandwidth still sees the queue wander, and
+    /// from a near-empty start it tends to grow (a driftless reflected walk
+    /// climbs like the square root of time), so a fixed threshold on the
+    /// trend calls such streams "above". Why a lag and not consecutive
+    /// packets: a queue that wanders (random walk) spreads more the longer
+    /// the lag, while bounded jitter (whether a cross packet got in
+    /// between, receiver timestamping) does not; at low rates one cross
+    /// packet is a large part of a probe slot and that bounded noise would
+    /// otherwise dominate. The 10% largest deviations are left out so that
+    /// one descheduled sender or receiver does not decide. `None` with
+    /// fewer than 10 packets.
+    pub fn trend_noise(&self) -> Option<f64> {
+        let v = self.by_seq();
+        if v.len() < 10 {
+            return None;
+        }
+        let lag = v.len() / 4;
+        let owd = |r: &Rx| r.recv_ns as f64 - r.send_ns as f64;
+        let d: Vec<f64> = v
+            .iter()
+            .zip(&v[lag..])
+            .map(|(a, b)| owd(b) - owd(a))
+            .collect();
+        let lag_slots = v
+            .iter()
+            .zip(&v[lag..])
+            .map(|(a, b)| (b.seq - a.seq) as f64)
+            .sum::<f64>()
+            / d.len() as f64;
+        let span = (v[v.len() - 1].seq - v[0].seq) as f64;
+        let m = d.iter().sum::<f64>() / d.len() as f64;
+        let mut dev: Vec<f64> = d.iter().map(|x| (x - m).abs()).collect();
+        dev.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        dev.truncate(dev.len() - dev.len() / 10);
+        let var = dev.iter().map(|x| x * x).sum::<f64>() / dev.len() as f64;
+        Some(var.sqrt() / (lag_slots * span).sqrt() / 1e9)
+    }
+
     /// Achieved send rate (IP bit/s) over the received packets' span.
     pub fn input_rate(&self) -> Option<f64> {
         let (g_in, _) = self.mean_spacings()?;
@@ -212,7 +257,38 @@ mod tests {
         let t = synth::fluid(50, 1400, 15e6, 20e6, 10e6);
         let (gi, go) = t.mean_spacings().unwrap();
         let d = t.spacing_difference().unwrap();
-        assert!((d - (go - gi)).abs() / (go - gi) < 0.1, "{d} vs {}", go - gi);
+        assert!(
+            (d - (go - gi)).abs() / (go - gi) < 0.1,
+            "{d} vs {}",
+            go - gi
+        );
+    }
+
+    #[test]
+    fn trend_noise_separates_smooth_and_bursty_queues() {
+        let smooth = synth::fluid(50, 1400, 5e6, 20e6, 10e6);
+        assert!(smooth.trend_noise().unwrap() < 1e-7);
+        // bounded jitter of 0-400 us and a queue that wanders by +-200 us
+        // steps (a random walk): the walk is the noisier
+        let mut rng = crate::rng::Rng::new(3);
+        let mut jitter = smooth.clone();
+        let mut walk = smooth.clone();
+        let mut level = 2_000_000i64;
+        for (j, w) in jitter.rx.iter_mut().zip(walk.rx.iter_mut()) {
+            j.recv_ns += (rng.uniform() * 400_000.0) as u64;
+            level += if rng.uniform() < 0.5 {
+                200_000
+            } else {
+                -200_000
+            };
+            w.recv_ns += level.max(0) as u64;
+        }
+        let (nj, nw) = (jitter.trend_noise().unwrap(), walk.trend_noise().unwrap());
+        assert!(nj > 1e-6 && nj < 20e-6, "jitter noise {nj}");
+        assert!(nw > 2.0 * nj, "walk noise {nw} vs jitter {nj}");
+        assert!(synth::fluid(5, 1400, 5e6, 20e6, 0.0)
+            .trend_noise()
+            .is_none());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! finally returns an [`Estimate`] or an error. The I/O layer (client,
 //! server) executes the probes; unit tests feed synthetic observations.
 
+pub mod bracket;
 pub mod pathload;
 pub mod spruce;
 pub mod yaz;
