@@ -115,7 +115,8 @@ def test_compressed_day_shows_the_loaded_operators_daily_cycle(fleet: Fleet) -> 
     night = statistics.median(loaded[h] for h in range(0, 5))
     evening = statistics.median(loaded[h] for h in range(18, 22))
     assert evening < 0.75 * night, loaded
-    assert max(loaded.values()) == max(loaded[h] for h in range(0, 6)), loaded
+    # nights at full rate: no hour does better (2 s transfers barely tell 0.9 from 1.0)
+    assert min(loaded[h] for h in range(0, 5)) >= 0.97 * max(loaded.values()), loaded
     # Telia: flat within a few per cent all day.
     flat = list(medians[FLAT[1]].values())
     assert max(flat) < 1.1 * min(flat), flat
