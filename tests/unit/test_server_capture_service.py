@@ -3,33 +3,18 @@ and age (pure), and its answers to bad input over HTTP (no tcpdump started)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import load_server_module
 
-
-def _load() -> ModuleType:
-    # server-image is an image's source folder, not a package: load the module by path.
-    spec = importlib.util.spec_from_file_location(
-        "capture_service", ROOT / "server-image" / "capture_service.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-cs = _load()
+cs = load_server_module("capture_service")
 LIMITS = cs.Limits(max_captures=2, max_bytes=1000, max_s=60.0, max_total_bytes=3000,
                    min_free_bytes=500, keep_s=10.0)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import threading
 import time
 import urllib.error
@@ -12,25 +10,12 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import load_server_module
 
-
-def _load() -> ModuleType:
-    # server-image is an image's source folder, not a package: load the module by path.
-    spec = importlib.util.spec_from_file_location(
-        "ditg_logs", ROOT / "server-image" / "ditg_logs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-logs = _load()
+logs = load_server_module("ditg_logs")
 
 
 @pytest.fixture()
