@@ -76,7 +76,7 @@ class InterfaceConfig(_Strict):
 
 
 class CaptureConfig(_Strict):
-    """Packet capture of every run's interface (tcpdump; see node_agent.capture)."""
+    """Packet capture of every run's interface (tcpdump; see testbed_common.capture)."""
 
     enabled: bool = True
     #: Bytes kept of each packet: 96 is headers only (Ethernet + IP + TCP with options).

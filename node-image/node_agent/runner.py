@@ -32,7 +32,6 @@ import httpx
 
 from node_agent import __version__
 from node_agent.backstop import BackstopError, NftBackstop
-from node_agent.capture import RunningCapture, capture_member, disabled_document
 from node_agent.config import AgentConfig, CaptureConfig
 from node_agent.errors import RunnerError
 from node_agent.interfaces import Counters, CounterSource, InterfaceMissing
@@ -41,6 +40,7 @@ from node_agent.server_capture import META_FILE as SERVER_CAPTURE_META
 from node_agent.server_capture import ServerCapture, capture_limit_s
 from node_agent.server_capture import disabled_document as server_capture_disabled
 from testbed_common.bundle import BundleError, safe_extract
+from testbed_common.capture import RunningCapture, capture_member, disabled_document
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment, Operator
 

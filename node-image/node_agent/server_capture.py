@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from node_agent.capture import capture_member
+from testbed_common.capture import capture_member
 
 FORMAT = "testbed.server-capture"
 VERSION = 1

@@ -109,7 +109,7 @@ def rig() -> Iterator[Rig]:
                     "--dir", str(capture_dir), "--listen", CONTROL,
                     "--port", str(SERVICE_PORT), "--max-captures", "2",
                     "--keep-s", str(KEEP_S), "--min-free-bytes", "0"),
-                env={**os.environ, "PYTHONPATH": str(REPO / "node-image")},
+                env={**os.environ, "PYTHONPATH": str(REPO / "common")},
                 stdout=subprocess.DEVNULL, stderr=err)
         procs.append(service)
         holder = subprocess.Popen(_in(NODE_NS, "sleep", "infinity"))  # the node's netns

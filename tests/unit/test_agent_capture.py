@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from node_agent.capture import (
+from node_agent.config import CaptureConfig, parse_config
+from node_agent.runner import DockerRunner
+from testbed_common.capture import (
     CaptureStats,
     RunningCapture,
     capture_member,
     parse_tcpdump_stats,
     tcpdump_command,
 )
-from node_agent.config import CaptureConfig, parse_config
-from node_agent.runner import DockerRunner
 
 TCPDUMP_STDERR = """\
 tcpdump: listening on eth0, link-type EN10MB (Ethernet), snapshot length 96 bytes

@@ -18,9 +18,11 @@ the run: what went wrong is written to meta/capture.json and logs/agent.txt.
 The pure parts (the command line, reading tcpdump's statistics) are separate from the
 process handling so they are unit-tested without tcpdump.
 
-Standard library only, and importing nothing else of the agent: the measurement
-server's capture service (server-image/capture_service.py, the server's side of the
-same run) drives its tcpdump with this module, copied into the server image.
+Shared by the node agent and the measurement server's capture service
+(server-image/capture_service.py, the server's side of the same run), which drives its
+tcpdump with this module. Standard library only, and importing nothing else of
+testbed_common: the server image copies this file (and the package's empty
+``__init__``) alone, without the agent or pydantic.
 """
 
 from __future__ import annotations
