@@ -15,14 +15,11 @@ returns ("offline nodes keep measuring what they already hold and upload later")
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 from node_agent import __version__
 from node_agent.assignments import AssignmentBook, load_book, save_book
@@ -37,17 +34,15 @@ from node_agent.errors import (
     ProtocolError,
     Rejected,
     RunFinal,
-    RunnerError,
     Unauthorized,
 )
-from node_agent.interfaces import CounterSource, interface_address, snapshot
-from node_agent.limits import disk_refusal
+from node_agent.execution import bundle_run, deploy, run_session
+from node_agent.interfaces import CounterSource, snapshot
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
-from node_agent.runner import DockerRunner, RunOutcome, StopRequest, build_spec, utcnow
+from node_agent.runner import Runner, RunOutcome, StopRequest, utcnow
 from node_agent.spool import Spool
 from node_agent.uploader import upload
-from testbed_common.bundle import build_bundle
 from testbed_common.states import RunState
 from testbed_common.wire import (
     Assignment,
@@ -72,7 +67,7 @@ class Agent:
         config: AgentConfig,
         *,
         client: OrchestratorClient,
-        runner: DockerRunner,
+        runner: Runner,
         counters: CounterSource,
         clock: Callable[[], datetime] = utcnow,
         metadata: MetadataSampler | None = None,
@@ -227,24 +222,11 @@ class Agent:
             self._sleep(self.heartbeat_interval_s)
 
     def _live_metadata(self) -> tuple[LiveMetadata | None, dict[str, str]]:
-        """The sampler's samples not yet delivered by a heartbeat (heartbeats come more
-        often than samples: the same sample is sent once), for the time-series store
-        between runs; and the marks (source -> sample time) to record once delivered."""
-        m = self.metadata
-        if m is None:
+        """The samples no heartbeat delivered yet, and their marks (see
+        :meth:`MetadataSampler.undelivered`)."""
+        if self.metadata is None:
             return None, {}
-        latest: dict[str, dict[str, Any]] = {
-            f"modem {name}": s.to_json() for name, s in sorted(m.latest_modems().items())}
-        for key, sample in (("gps", m.latest_gps()), ("system", m.latest_system())):
-            if sample is not None:
-                latest[key] = sample.to_json()
-        new = {k: doc for k, doc in latest.items()
-               if self._metadata_sent.get(k) != doc["time"]}
-        if not new:
-            return None, {}
-        meta = LiveMetadata(modems=[doc for k, doc in new.items() if k.startswith("modem ")],
-                            gps=new.get("gps"), system=new.get("system"))
-        return meta, {k: str(doc["time"]) for k, doc in new.items()}
+        return self.metadata.undelivered(self._metadata_sent)
 
     def _take_orders(self, assignments: list[Assignment], cancel_run_ids: list[str]) -> None:
         with self._lock:
@@ -297,66 +279,26 @@ class Agent:
             self._wake_sender.set()
 
     def execute(self, a: Assignment, stop: StopRequest) -> RunOutcome:
-        """Deploy, run, report and bundle one assignment."""
-        run_id = a.run_id
-        refusal = disk_refusal(free_bytes=shutil.disk_usage(self.config.state_dir).free,
-                               min_free_bytes=self.config.min_free_disk_bytes,
-                               path=str(self.config.state_dir))
-        if refusal is not None:
-            log.error("run %s: refused: %s", run_id, refusal)
-            self._report(run_id, RunState.FAILED, refusal)
-            return RunOutcome(RunState.FAILED, refusal)
-        self._report(run_id, RunState.DEPLOYING, f"deploying {a.image} on {a.interface}")
-        try:
-            spec = build_spec(
-                a, self.config, interface_address=interface_address(self.config, a.interface)
-            )
-        except RunnerError as e:
-            self._report(run_id, RunState.FAILED, str(e))
-            return RunOutcome(RunState.FAILED, str(e))
-        run_dir = self.work_dir / run_id
-        shutil.rmtree(run_dir, ignore_errors=True)
-        # Modem/GPS samples of the run's span go to run_dir/meta/ beside run.json.
-        recording = (self.metadata.recording(run_dir) if self.metadata is not None
-                     else contextlib.nullcontext())
-        with recording:
-            outcome = self.runner.run(
-                spec,
-                run_dir,
-                on_running=lambda: self._report(
-                    run_id, RunState.RUNNING, f"experiment container started on {a.interface}"
-                ),
-                stop=stop,
-            )
-        log.info("run %s: %s (%s)", run_id, outcome.state, outcome.reason)
+        """Deploy one assignment, run its session, report how it ended, bundle what it
+        left (the steps are in :mod:`node_agent.execution`)."""
+        spec = deploy(a, self.config, report=self._report)
+        if isinstance(spec, RunOutcome):
+            return spec  # refused, and reported
+        run_dir = self.work_dir / a.run_id
+        outcome = run_session(self.runner, spec, run_dir, metadata=self.metadata, stop=stop,
+                              report=self._report)
         with self._lock:
-            final_here = run_id in self._final_on_server
+            final_here = a.run_id in self._final_on_server
         if not final_here:
             # The bytes metered on the interface settle the run's quota reservation;
             # None when the container never started (nothing was metered).
             measured = outcome.bytes_used if outcome.started_at is not None else None
-            self._report(run_id, outcome.state, outcome.reason, measured_bytes=measured)
-        self._bundle(run_id, run_dir, outcome)
+            self._report(a.run_id, outcome.state, outcome.reason, measured_bytes=measured)
+        failure = bundle_run(run_dir, run_id=a.run_id, node_id=self.config.node_id,
+                             state=outcome.state, spool=self.spool)
+        if failure is not None:
+            self._report(a.run_id, RunState.FAILED, failure)
         return outcome
-
-    def _bundle(self, run_id: str, run_dir: Path, outcome: RunOutcome) -> None:
-        data = build_bundle(
-            run_dir,
-            run_id=run_id,
-            node_id=self.config.node_id,
-            extra={"state": str(outcome.state), "agent_version": __version__},
-        )
-        try:
-            item = self.spool.put(run_id, data)
-        except OSError as e:  # a full disk: say so; the results stay in the work dir
-            self.spool.discard(run_id)
-            reason = (f"node could not spool the run's bundle: {e.strerror or e}; its "
-                      f"results stay in {run_dir} on the node (free space there)")
-            log.error("run %s: %s", run_id, reason)
-            self._report(run_id, RunState.FAILED, reason)
-            return
-        shutil.rmtree(run_dir, ignore_errors=True)
-        log.info("run %s: bundle of %d bytes spooled", run_id, item.size)
 
     def _report(self, run_id: str, state: RunState, reason: str, *,
                 measured_bytes: int | None = None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -142,3 +142,15 @@ def snapshot(config: AgentConfig, counters: CounterSource) -> list[InterfaceRepo
             )
         )
     return reports
+
+
+def counter_snapshot(counters: CounterSource, names: Sequence[str]) -> dict[str, dict[str, int]]:
+    """The counters of each interface present (a run's meta/run.json, before and after)."""
+    out = {}
+    for name in names:
+        try:
+            c = counters.read(name)
+        except InterfaceMissing:
+            continue
+        out[name] = {"rx_bytes": c.rx_bytes, "tx_bytes": c.tx_bytes}
+    return out

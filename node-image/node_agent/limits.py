@@ -1,17 +1,22 @@
 """What the agent enforces on a running experiment (pure decisions, no I/O).
 
-MONROE checked quotas once a minute and killed with ``kill -9``; here the runner reads
-the interface counters every 0.5 s and asks :func:`verdict` whether to stop, so a run
-overshoots its reservation by at most half a second of traffic, and not at all where
-the kernel backstop (an nftables quota, :mod:`node_agent.backstop`) is armed.
+MONROE checked quotas once a minute and killed with ``kill -9``; here the run's session
+(:mod:`node_agent.session`) reads the interface counters every 0.5 s and asks
+:func:`decide` whether to stop, so a run overshoots its reservation by at most half a
+second of traffic, and not at all where the kernel backstop (an nftables quota,
+:mod:`node_agent.backstop`) is armed. What the session observed is a frozen
+:class:`Observation`; the answer is a :class:`StopDecision` (cause, state to report,
+reason) or None: unit-tested without a container engine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from node_agent.interfaces import Counters
+from testbed_common.states import RunState
 
 
 @dataclass(frozen=True)
@@ -31,20 +36,80 @@ class Usage:
         )
 
 
-def verdict(*, now: datetime, deadline: datetime, used_bytes: int, max_bytes: int,
-            quota_spent: bool = False) -> str | None:
-    """The reason to kill the run now, or None to let it go on. ``quota_spent``: the
-    kernel backstop (:mod:`node_agent.backstop`) has spent the reservation and drops
-    the run's packets, though the counters, which include link-layer headers or lag
-    by a read, may not show it yet."""
-    if used_bytes > max_bytes:
-        return f"traffic reservation exceeded: used {used_bytes} of {max_bytes} bytes"
-    if quota_spent:
-        return (f"traffic reservation exceeded: the kernel quota of {max_bytes} bytes is "
-                f"spent and drops the run's packets (interface counters: {used_bytes} bytes)")
-    if now >= deadline:
-        return f"exceeded its time slot (deadline {deadline.isoformat()})"
+@dataclass(frozen=True)
+class Requested:
+    """Someone asked the run to stop (the orchestrator cancelled it, the agent is
+    stopping, the run is already final on the orchestrator): the state and reason to
+    report."""
+
+    state: RunState
+    reason: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a run's session saw at one meter tick, while the container runs.
+
+    ``quota_spent``: the kernel backstop has spent the reservation and drops the run's
+    packets, though the counters, which include link-layer headers or lag by a read,
+    may not show it yet. ``requested``: a stop request, if one came."""
+
+    now: datetime
+    deadline: datetime
+    used_bytes: int
+    max_bytes: int
+    quota_spent: bool = False
+    requested: Requested | None = None
+
+
+class StopCause(StrEnum):
+    """Why a running experiment is stopped, in order of precedence."""
+
+    OVERRUN = "overrun"  # the counters show more than the reservation
+    QUOTA_SPENT = "quota_spent"  # the kernel quota is spent
+    DEADLINE = "deadline"  # the time slot is over
+    REQUESTED = "requested"  # cancelled, agent stopping, or final on the orchestrator
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    cause: StopCause
+    state: RunState
+    reason: str
+
+
+def decide(obs: Observation) -> StopDecision | None:
+    """Stop the run now (kill its container), and why; None to let it go on.
+
+    The run's limits come before a request: a run past its reservation or its slot
+    fails for that, even when a cancellation arrived in the same tick. Among the
+    limits, an overrun the counters show is named with its figure before the quota
+    that saw it first, and both before the deadline."""
+    used, cap = obs.used_bytes, obs.max_bytes
+    if used > cap:
+        return StopDecision(StopCause.OVERRUN, RunState.FAILED,
+                            f"traffic reservation exceeded: used {used} of {cap} bytes")
+    if obs.quota_spent:
+        return StopDecision(
+            StopCause.QUOTA_SPENT, RunState.FAILED,
+            f"traffic reservation exceeded: the kernel quota of {cap} bytes is spent and "
+            f"drops the run's packets (interface counters: {used} bytes)")
+    if obs.now >= obs.deadline:
+        return StopDecision(StopCause.DEADLINE, RunState.FAILED,
+                            f"exceeded its time slot (deadline {obs.deadline.isoformat()})")
+    if obs.requested is not None:
+        return StopDecision(StopCause.REQUESTED, obs.requested.state, obs.requested.reason)
     return None
+
+
+def ended(stopped: StopDecision | None, *, exit_code: int, stderr: str) -> tuple[RunState, str]:
+    """The state and reason a run ends with: why it was stopped, else its exit code
+    (0: its results go up; otherwise it failed, with its last line of stderr)."""
+    if stopped is not None:
+        return stopped.state, stopped.reason
+    if exit_code == 0:
+        return RunState.UPLOADING, exit_reason(0, stderr)
+    return RunState.FAILED, exit_reason(exit_code, stderr)
 
 
 def exit_reason(exit_code: int, stderr: str) -> str:

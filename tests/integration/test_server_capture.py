@@ -9,8 +9,9 @@ Real tcpdump, real iperf3, the real tat experiment and the real capture service
 
 The agent reaches the capture service over the control link only, as in the compose
 fleet, so fetching the server's capture neither crosses nor spends the SIM. The
-Docker engine is replaced by one that runs the experiment as a process in the node's
-namespace with the runner's own config.json: everything else is the agent's code.
+container engine is one that runs the experiment as a process in the node's namespace
+with the runner's own config.json (another implementation of the agent's
+ContainerEngine): everything else is the agent's code.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import docker.errors
 import httpx
 import pytest
 
 from node_agent.config import CaptureConfig
+from node_agent.engine import ContainerId, config_tar
 from node_agent.interfaces import ProcNetDevCounters
-from node_agent.runner import DockerRunner, RunSpec, StopRequest
+from node_agent.runner import Runner, RunSpec, StopRequest
 from orchestrator.analysis.flows import analyse_capture
 from orchestrator.analysis.pcap import read_capture
 from testbed_common.bundle import build_bundle, inspect_bundle
@@ -140,21 +141,29 @@ def rig() -> Iterator[Rig]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-class ProcessContainer:
-    """What the runner uses of a Docker container, as a process in the node's netns:
-    the experiment gets the config.json the runner put in, and /results is a folder."""
+class ProcessEngine:
+    """A :class:`~node_agent.engine.ContainerEngine` that runs the experiment as a
+    process in the node's netns: it gets the config.json the engine is given, and
+    /results is a folder. One container at a time."""
 
-    def __init__(self, work: Path, environment: dict[str, str]) -> None:
+    def __init__(self, work: Path) -> None:
         self.work = work
-        self.environment = environment
-        self.status = "created"
+        self.environment: dict[str, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def put_archive(self, path: str, data: bytes) -> None:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(self.work, filter="data")
+    def remove_leftovers(self) -> list[str]:
+        return []
 
-    def start(self) -> None:
+    def ensure_image(self, image: str) -> str:
+        return "sha256:tat"
+
+    def create(self, spec: RunSpec) -> ContainerId:
+        with tarfile.open(fileobj=io.BytesIO(config_tar(spec.config_json()))) as tar:
+            tar.extractall(self.work, filter="data")
+        self.environment = spec.environment()
+        return ContainerId(spec.run_id)
+
+    def start(self, container: ContainerId) -> None:
         env = {**os.environ, **self.environment,
                "TESTBED_CONFIG": str(self.work / "testbed/config.json"),
                "TESTBED_RESULTS": str(self.work / "results")}
@@ -162,53 +171,27 @@ class ProcessContainer:
             self.proc = subprocess.Popen(
                 _in(NODE_NS, sys.executable, str(REPO / "experiments/tat/tat.py")), env=env,
                 stdout=out, stderr=err)
-        self.status = "running"
 
-    def reload(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            self.status = "exited"
+    def running(self, container: ContainerId) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
-    def kill(self) -> None:
+    def kill(self, container: ContainerId) -> None:
         if self.proc is not None:
             self.proc.kill()
 
-    def wait(self, timeout: float) -> dict[str, int]:
+    def wait(self, container: ContainerId, *, timeout_s: float) -> int:
         assert self.proc is not None
-        return {"StatusCode": self.proc.wait(timeout=timeout)}
+        return self.proc.wait(timeout=timeout_s)
 
-    def logs(self, *, stdout: bool, stderr: bool) -> bytes:
-        return (self.work / ("stdout" if stdout else "stderr")).read_bytes()
+    def collect(self, container: ContainerId, run_dir: Path) -> str:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for name in ("stdout", "stderr"):
+            (run_dir / "logs" / f"{name}.txt").write_bytes((self.work / name).read_bytes())
+        shutil.copytree(self.work / "results", run_dir / "results", dirs_exist_ok=True)
+        return (self.work / "stderr").read_text(errors="replace")
 
-    def get_archive(self, path: str) -> tuple[list[bytes], dict[str, Any]]:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(self.work / "results", arcname="results")
-        return [buf.getvalue()], {}
-
-    def remove(self, force: bool = False) -> None:
+    def remove(self, container: ContainerId) -> None:
         pass
-
-
-class ProcessEngine:
-    """The Docker SDK's surface the runner touches, for :class:`ProcessContainer`s."""
-
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        engine = self
-
-        class Images:
-            def get(self, image: str) -> Any:
-                return type("Image", (), {"id": "sha256:tat"})()
-
-        class Containers:
-            def get(self, name: str) -> Any:
-                raise docker.errors.NotFound(name)
-
-            def create(self, image: str, **kw: Any) -> ProcessContainer:
-                return ProcessContainer(engine.work, kw["environment"])
-
-        self.images = Images()
-        self.containers = Containers()
 
 
 def _spec(url: str | None, *, duration_s: float = 3) -> RunSpec:
@@ -225,10 +208,9 @@ def _spec(url: str | None, *, duration_s: float = 3) -> RunSpec:
 def _run(rig: Rig, spec: RunSpec, tmp_path: Path) -> tuple[Any, Path]:
     work = tmp_path / "container"
     work.mkdir()
-    runner = DockerRunner(
+    runner = Runner(
         ProcessEngine(work), counters=ProcNetDevCounters(lambda: rig.node_pid),
-        node_id="tbcap", interfaces=[SIM_NODE], capture=CaptureConfig(),
-        capture_netns_pid=lambda: rig.node_pid,
+        interfaces=[SIM_NODE], capture=CaptureConfig(), capture_netns_pid=lambda: rig.node_pid,
     )
     run_dir = tmp_path / "run"
     outcome = runner.run(spec, run_dir, on_running=lambda: None, stop=StopRequest())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from node_agent.backstop import (
@@ -14,7 +12,6 @@ from node_agent.backstop import (
     parse_quota,
     quota_name,
 )
-from node_agent.limits import verdict
 
 
 def test_arm_matches_the_run_address_both_ways_and_disarm_undoes_it() -> None:
@@ -52,13 +49,3 @@ def test_quota_listing_is_read_and_its_absence_is_an_error() -> None:
         parse_quota('{"nftables": [{"metainfo": {}}]}')
     with pytest.raises(BackstopError, match="unreadable"):
         parse_quota("Error: No such file or directory")
-
-
-def test_a_spent_kernel_quota_stops_the_run_before_the_counters_show_it() -> None:
-    now = datetime(2026, 11, 23, tzinfo=UTC)
-    kw = {"now": now, "deadline": now + timedelta(minutes=1), "max_bytes": 1000}
-    assert verdict(used_bytes=990, **kw) is None
-    reason = verdict(used_bytes=990, quota_spent=True, **kw)
-    assert reason is not None and "kernel quota of 1000 bytes is spent" in reason
-    assert verdict(used_bytes=1001, quota_spent=True, **kw) == \
-        "traffic reservation exceeded: used 1001 of 1000 bytes"

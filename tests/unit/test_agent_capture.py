@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from node_agent.config import CaptureConfig, parse_config
-from node_agent.runner import DockerRunner
+from node_agent.sidecars import NodeCapture
 from testbed_common.capture import (
     CaptureStats,
     RunningCapture,
@@ -137,16 +137,14 @@ def test_tcpdump_failing_at_once(tmp_path: Path) -> None:
 
 
 def test_missing_tcpdump_is_noted_and_the_run_goes_on(tmp_path: Path) -> None:
-    runner = DockerRunner(object(), counters=object(), node_id="n",  # type: ignore[arg-type]
-                          interfaces=["op0"], capture=CaptureConfig())
     run_dir = tmp_path / "run"
     cap = RunningCapture("op0", run_dir / "capture" / "op0.pcap", snaplen=96, max_bytes=10,
                          tcpdump="/nonexistent/tcpdump")
-    assert not cap.start()
-    class Spec:
-        run_id, interface = "r1", "op0"
-
-    runner._finish_capture(Spec(), run_dir, cap)  # type: ignore[arg-type]
+    sidecar = NodeCapture("r1", "op0", cap)
+    sidecar.prestart()
+    assert cap.error is not None
+    sidecar.exited()
+    sidecar.finish(run_dir)
     doc = json.loads((run_dir / "meta" / "capture.json").read_text())
     assert doc["enabled"] and doc["file"] is None
     assert "/nonexistent/tcpdump not found on the node" in doc["error"]
@@ -155,17 +153,13 @@ def test_missing_tcpdump_is_noted_and_the_run_goes_on(tmp_path: Path) -> None:
 
 
 def test_capture_moves_into_results(tmp_path: Path) -> None:
-    runner = DockerRunner(object(), counters=object(), node_id="n",  # type: ignore[arg-type]
-                          interfaces=["eth0"], capture=CaptureConfig())
     run_dir = tmp_path / "run"
     cap = RunningCapture("eth0", run_dir / "capture" / "eth0.pcap", snaplen=96,
                          max_bytes=10**6, tcpdump=_fake_tcpdump(tmp_path, GOOD))
-    assert cap.start()
-
-    class Spec:
-        run_id, interface = "r1", "eth0"
-
-    runner._finish_capture(Spec(), run_dir, cap)  # type: ignore[arg-type]
+    sidecar = NodeCapture("r1", "eth0", cap)
+    sidecar.prestart()
+    sidecar.exited()
+    sidecar.finish(run_dir)
     assert (run_dir / "results" / "capture" / "eth0.pcap").read_bytes() == b"pcapdata"
     assert not (run_dir / "capture").exists()
     doc = json.loads((run_dir / "meta" / "capture.json").read_text())

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from node_agent.backoff import Backoff
 from node_agent.clock import clock_offset_s
 from node_agent.interfaces import Counters
-from node_agent.limits import Usage, exit_reason, verdict
+from node_agent.limits import Usage, exit_reason
 
 T0 = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
 
@@ -20,20 +20,6 @@ def test_usage_counts_both_directions() -> None:
 def test_usage_survives_a_counter_reset() -> None:
     # Interface re-created mid-run: counters restart near 0; count what the new one saw.
     assert Usage(Counters(10_000, 20_000), Counters(300, 400)).bytes == 700
-
-
-def test_verdict_lets_a_run_within_limits_go_on() -> None:
-    assert verdict(now=T0, deadline=T0 + timedelta(seconds=1), used_bytes=10, max_bytes=10) is None
-
-
-def test_verdict_kills_over_the_reservation() -> None:
-    reason = verdict(now=T0, deadline=T0 + timedelta(hours=1), used_bytes=11, max_bytes=10)
-    assert reason == "traffic reservation exceeded: used 11 of 10 bytes"
-
-
-def test_verdict_kills_at_the_deadline() -> None:
-    reason = verdict(now=T0, deadline=T0, used_bytes=0, max_bytes=10)
-    assert reason == "exceeded its time slot (deadline 2026-11-22T02:00:00+00:00)"
 
 
 def test_exit_reason_uses_the_last_stderr_line() -> None:

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from node_agent.config import parse_config
+from node_agent.engine import config_tar
 from node_agent.errors import RunnerError
-from node_agent.runner import _config_tar, build_spec
+from node_agent.spec import build_spec
 from testbed_common.wire import Assignment
 
 CONFIG = parse_config(
@@ -63,7 +64,7 @@ def test_unknown_interface_is_a_named_refusal() -> None:
 
 def test_config_tar_is_read_only_config_and_writable_results() -> None:
     spec = build_spec(ASSIGNMENT, CONFIG, interface_address=None)
-    with tarfile.open(fileobj=io.BytesIO(_config_tar(spec.config_json()))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(config_tar(spec.config_json()))) as tar:
         members = {m.name: m for m in tar.getmembers()}
         assert members["testbed/config.json"].mode == 0o444
         assert members["results"].isdir() and members["results"].mode == 0o777

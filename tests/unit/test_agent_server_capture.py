@@ -16,7 +16,6 @@ import yaml
 
 from node_agent.config import CaptureConfig, parse_config
 from node_agent.errors import ConfigError
-from node_agent.runner import DockerRunner, build_spec
 from node_agent.server_capture import (
     STOP_MARGIN_S,
     ServerCapture,
@@ -24,6 +23,8 @@ from node_agent.server_capture import (
     server_capture_member,
     start_body,
 )
+from node_agent.sidecars import ServerSideCapture
+from node_agent.spec import build_spec
 from testbed_common.wire import Assignment
 from tests.conftest import REPO
 
@@ -141,39 +142,57 @@ def test_a_run_that_never_started_its_container(tmp_path: Path) -> None:
     assert service.calls == []
 
 
-def _runner(capture: CaptureConfig, service: FakeService) -> DockerRunner:
-    return DockerRunner(object(), counters=object(), node_id="n",  # type: ignore[arg-type]
-                        interfaces=["op0"], capture=capture,
-                        server_capture_transport=httpx.MockTransport(service))
-
-
 class Spec:
     run_id, interface, interface_address = "r-1", "op0", "172.30.1.21"
     server_capture_url: str | None = URL
     deadline = datetime.now(UTC) + timedelta(seconds=60)
 
 
+def _sidecar(capture: CaptureConfig, service: FakeService,
+             spec: Spec | None = None) -> ServerSideCapture:
+    return ServerSideCapture.for_run(
+        spec or Spec(), config=capture, now=datetime.now(UTC),  # type: ignore[arg-type]
+        transport=httpx.MockTransport(service))
+
+
 def test_the_runner_records_the_servers_capture(tmp_path: Path) -> None:
-    runner = _runner(CaptureConfig(snaplen=128), FakeService())
-    server = runner._new_server_capture(Spec())  # type: ignore[arg-type]
+    sidecar = _sidecar(CaptureConfig(snaplen=128), FakeService())
+    server = sidecar.server
     assert server is not None and server.body is not None
     assert server.body["snaplen"] == 128 and 60 < server.body["max_s"] <= 60 + STOP_MARGIN_S
-    assert runner._start_server_capture(server)
-    runner._finish_server_capture(Spec(), tmp_path, server)  # type: ignore[arg-type]
+    sidecar.prestart()
+    assert server.id is not None and server.error is None
+    sidecar.exited()
+    sidecar.finish(tmp_path)
     doc = json.loads((tmp_path / "meta/server-capture.json").read_text())
     assert doc["file"] == "server/capture/op0.pcap" and doc["error"] is None
     assert not (tmp_path / "logs/agent.txt").exists()
 
 
 def test_the_runner_notes_a_failure_and_goes_on(tmp_path: Path) -> None:
-    runner = _runner(CaptureConfig(), FakeService(start_status=507))
-    server = runner._new_server_capture(Spec())  # type: ignore[arg-type]
-    assert server is not None and not runner._start_server_capture(server)
-    runner._finish_server_capture(Spec(), tmp_path, server)  # type: ignore[arg-type]
+    sidecar = _sidecar(CaptureConfig(), FakeService(start_status=507))
+    sidecar.prestart()
+    assert sidecar.server is not None and sidecar.server.id is None
+    sidecar.exited()
+    sidecar.finish(tmp_path)
     doc = json.loads((tmp_path / "meta/server-capture.json").read_text())
     assert doc["enabled"] and "HTTP 507" in doc["error"]
     assert "server packet capture: the server's capture service refused" in (
         tmp_path / "logs/agent.txt").read_text()
+
+
+def test_a_service_that_raises_is_noted_and_the_run_goes_on(tmp_path: Path) -> None:
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("the transport broke")
+
+    sidecar = ServerSideCapture.for_run(
+        Spec(), config=CaptureConfig(), now=datetime.now(UTC),  # type: ignore[arg-type]
+        transport=httpx.MockTransport(broken))
+    sidecar.prestart()
+    sidecar.exited()
+    sidecar.finish(tmp_path)
+    doc = json.loads((tmp_path / "meta/server-capture.json").read_text())
+    assert doc["enabled"] and doc["error"] == "RuntimeError: the transport broke"
 
 
 @pytest.mark.parametrize(("capture", "url", "why"), [
@@ -183,11 +202,13 @@ def test_the_runner_notes_a_failure_and_goes_on(tmp_path: Path) -> None:
 def test_without_a_server_capture_the_meta_says_why(
     tmp_path: Path, capture: CaptureConfig, url: str | None, why: str
 ) -> None:
-    runner = _runner(capture, FakeService())
     spec = Spec()
     spec.server_capture_url = url
-    assert runner._new_server_capture(spec) is None  # type: ignore[arg-type]
-    runner._finish_server_capture(spec, tmp_path, None)  # type: ignore[arg-type]
+    sidecar = _sidecar(capture, FakeService(), spec)
+    assert sidecar.server is None
+    sidecar.prestart()
+    sidecar.exited()
+    sidecar.finish(tmp_path)
     doc = json.loads((tmp_path / "meta/server-capture.json").read_text())
     assert doc == {"format": "testbed.server-capture", "version": 1, "enabled": False,
                    "interface": "op0", "file": None, "reason": why}

@@ -28,6 +28,7 @@ from node_agent.metadata.modem import (
     ModemSample,
 )
 from node_agent.metadata.system import SystemReader, SystemSample
+from testbed_common.wire import LiveMetadata
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,23 @@ class MetadataSampler:
     def latest_system(self) -> SystemSample | None:
         with self._lock:
             return self._latest_system
+
+    def undelivered(self, sent: Mapping[str, str]) -> tuple[LiveMetadata | None, dict[str, str]]:
+        """The latest samples not yet delivered by a heartbeat (heartbeats come more
+        often than samples: the same sample is sent once), for the time-series store
+        between runs; and the marks (source -> sample time) to add to ``sent`` once
+        delivered. ``sent``: the marks of what heartbeats delivered."""
+        latest: dict[str, dict[str, Any]] = {
+            f"modem {name}": s.to_json() for name, s in sorted(self.latest_modems().items())}
+        for key, sample in (("gps", self.latest_gps()), ("system", self.latest_system())):
+            if sample is not None:
+                latest[key] = sample.to_json()
+        new = {k: doc for k, doc in latest.items() if sent.get(k) != doc["time"]}
+        if not new:
+            return None, {}
+        meta = LiveMetadata(modems=[doc for k, doc in new.items() if k.startswith("modem ")],
+                            gps=new.get("gps"), system=new.get("system"))
+        return meta, {k: str(doc["time"]) for k, doc in new.items()}
 
     # -- sampling ----------------------------------------------------------------------------
 

@@ -1,0 +1,235 @@
+"""The container engine a run's session drives: one Protocol, the Docker SDK behind it.
+
+A session needs only this of an engine (Nomad's task driver, reduced): make sure the
+image is there, create the container with its configuration in place, start it, ask
+whether it still runs, kill it, wait for its exit code, copy its logs and results out,
+remove it; and, when the agent starts, remove what an earlier life left. Another engine
+(a Kubernetes pod, Podman) is another implementation of :class:`ContainerEngine`.
+
+:class:`DockerEngine`: the container joins the node's network namespace
+(``--net=container:<node>``, as MONROE's no-op namespace container), gets its run
+configuration as a read-only /testbed/config.json put in before it starts, and writes
+into /results, which is copied out after it exits (so nothing on the host is
+bind-mounted into experiments). Limits are hard: a run over its reservation or slot is
+killed (SIGKILL) at once, with no grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import re
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NewType, Protocol
+
+import docker
+import docker.errors
+
+from node_agent.errors import RunnerError
+from node_agent.rundir import agent_note
+from node_agent.spec import RESULTS_PATH, RunSpec
+from testbed_common.bundle import BundleError, safe_extract
+
+log = logging.getLogger(__name__)
+
+LABEL_RUN = "testbed.run"
+LABEL_NODE = "testbed.node"
+#: Docker's states of a container that has not ended yet.
+_NOT_ENDED = ("created", "running", "restarting")
+
+#: An engine's name for one run's container.
+ContainerId = NewType("ContainerId", str)
+
+
+class ContainerEngine(Protocol):
+    """What a run's session asks of a container engine. Every method but
+    :meth:`remove` raises :class:`~node_agent.errors.RunnerError` with the reason the
+    run fails for."""
+
+    def remove_leftovers(self) -> list[str]:
+        """Remove the containers this node's agent started in an earlier life; returns
+        their run ids."""
+        ...
+
+    def ensure_image(self, image: str) -> str:
+        """The image's id, pulled first when the node does not have it."""
+        ...
+
+    def create(self, spec: RunSpec) -> ContainerId:
+        """A container for ``spec``, not started, with its config.json in place."""
+        ...
+
+    def start(self, container: ContainerId) -> None: ...
+
+    def running(self, container: ContainerId) -> bool:
+        """True until the container has ended (on its own or killed)."""
+        ...
+
+    def kill(self, container: ContainerId) -> None: ...
+
+    def wait(self, container: ContainerId, *, timeout_s: float) -> int:
+        """The exit code of the ended (or ending) container."""
+        ...
+
+    def collect(self, container: ContainerId, run_dir: Path) -> str:
+        """Copy the stopped container's logs (logs/stdout.txt, logs/stderr.txt) and
+        its results into ``run_dir``; returns its stderr. What cannot be copied is
+        noted in logs/agent.txt and does not fail the run."""
+        ...
+
+    def remove(self, container: ContainerId) -> None:
+        """Remove the container; a failure is logged, never raised."""
+        ...
+
+
+def container_name(run_id: str) -> str:
+    return "testbed-run-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", run_id)
+
+
+def config_tar(config: dict[str, Any]) -> bytes:
+    """A tar for put_archive at /: testbed/config.json (read-only) and results/."""
+    buf = io.BytesIO()
+    data = json.dumps(config, indent=2).encode()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, mode in (("testbed", 0o755), ("results", 0o777)):
+            d = tarfile.TarInfo(name)
+            d.type, d.mode, d.mtime = tarfile.DIRTYPE, mode, now
+            tar.addfile(d)
+        f = tarfile.TarInfo("testbed/config.json")
+        f.size, f.mode, f.mtime = len(data), 0o444, now
+        tar.addfile(f, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class DockerEngine:
+    """:class:`ContainerEngine` with the local Docker engine (the Docker SDK).
+
+    ``node_id`` labels every container, so that the next agent life finds what this
+    one left; ``net_raw``: experiments get CAP_NET_RAW (ping, traceroute)."""
+
+    def __init__(self, client: docker.DockerClient, *, node_id: str,
+                 net_raw: bool = True) -> None:
+        self.docker = client
+        self.node_id = node_id
+        self.net_raw = net_raw
+
+    def remove_leftovers(self) -> list[str]:
+        removed = []
+        try:
+            for c in self.docker.containers.list(
+                all=True, filters={"label": f"{LABEL_NODE}={self.node_id}"}
+            ):
+                removed.append(str(c.labels.get(LABEL_RUN, c.name)))
+                c.remove(force=True)
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"cannot clean up old experiment containers: {e}") from e
+        return removed
+
+    def ensure_image(self, image: str) -> str:
+        try:
+            return str(self.docker.images.get(image).id)
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"cannot inspect image {image}: {e}") from e
+        try:
+            log.info("image %s not present; pulling", image)
+            return str(self.docker.images.pull(image).id)
+        except docker.errors.DockerException as e:
+            raise RunnerError(
+                f"image {image} not present on node and could not be pulled: {e}"
+            ) from e
+
+    def create(self, spec: RunSpec) -> ContainerId:
+        name = container_name(spec.run_id)
+        try:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.docker.containers.get(name).remove(force=True)
+            container = self.docker.containers.create(
+                spec.image,
+                name=name,
+                labels={LABEL_RUN: spec.run_id, LABEL_NODE: self.node_id},
+                network_mode=f"container:{spec.netns_container}",
+                environment=spec.environment(),
+                cap_add=["NET_RAW"] if self.net_raw else None,
+                detach=True,
+            )
+            container.put_archive("/", config_tar(spec.config_json()))
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"node could not create the experiment container: {e}") from e
+        return ContainerId(name)
+
+    def _get(self, container: ContainerId) -> Any:
+        return self.docker.containers.get(container)
+
+    def start(self, container: ContainerId) -> None:
+        try:
+            self._get(container).start()
+        except docker.errors.DockerException as e:
+            raise RunnerError(f"node could not start the experiment container: {e}") from e
+
+    def running(self, container: ContainerId) -> bool:
+        try:
+            return str(self._get(container).status) in _NOT_ENDED
+        except docker.errors.DockerException as e:
+            raise _lost(e) from e
+
+    def kill(self, container: ContainerId) -> None:
+        try:
+            self._get(container).kill()
+        except docker.errors.DockerException as e:
+            raise _lost(e) from e
+
+    def wait(self, container: ContainerId, *, timeout_s: float) -> int:
+        try:
+            return int(self._get(container).wait(timeout=timeout_s).get("StatusCode", -1))
+        except docker.errors.DockerException as e:
+            raise _lost(e) from e
+
+    def collect(self, container: ContainerId, run_dir: Path) -> str:
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stderr = ""
+        try:
+            c = self._get(container)
+        except docker.errors.DockerException as e:
+            agent_note(run_dir, f"cannot read the container's logs: {e}")
+            agent_note(run_dir, f"cannot copy {RESULTS_PATH} out of the container: {e}")
+            return stderr
+        try:
+            stdout_b = c.logs(stdout=True, stderr=False)
+            stderr_b = c.logs(stdout=False, stderr=True)
+            (logs / "stdout.txt").write_bytes(stdout_b)
+            (logs / "stderr.txt").write_bytes(stderr_b)
+            stderr = stderr_b.decode(errors="replace")
+        except docker.errors.DockerException as e:
+            agent_note(run_dir, f"cannot read the container's logs: {e}")
+        try:
+            stream, _stat = c.get_archive(RESULTS_PATH)
+            with tempfile.TemporaryFile() as tmp:
+                for block in stream:
+                    tmp.write(block)
+                tmp.seek(0)
+                with tarfile.open(fileobj=tmp, mode="r:") as tar:
+                    skipped = safe_extract(tar, run_dir)
+            if skipped:
+                agent_note(run_dir, f"not copied (links or devices are not results): {skipped}")
+        except (docker.errors.DockerException, tarfile.TarError, OSError, BundleError) as e:
+            agent_note(run_dir, f"cannot copy {RESULTS_PATH} out of the container: {e}")
+        return stderr
+
+    def remove(self, container: ContainerId) -> None:
+        try:
+            self._get(container).remove(force=True)
+        except docker.errors.DockerException as e:
+            log.warning("cannot remove container %s: %s", container, e)
+
+
+def _lost(e: Exception) -> RunnerError:
+    return RunnerError(f"lost track of the experiment container: {e}")
