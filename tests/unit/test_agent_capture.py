@@ -165,3 +165,34 @@ def test_capture_moves_into_results(tmp_path: Path) -> None:
     doc = json.loads((run_dir / "meta" / "capture.json").read_text())
     assert doc["file"] == "results/capture/eth0.pcap" and doc["stats"]["packets_captured"] == 12
     assert not (run_dir / "logs" / "agent.txt").exists()
+
+
+def test_capture_off_is_said_in_the_meta(tmp_path: Path) -> None:
+    class Spec:
+        run_id, interface = "r1", "op0"
+
+    sidecar = NodeCapture.for_run(
+        Spec(), tmp_path,  # type: ignore[arg-type]
+        config=CaptureConfig(enabled=False), netns_pid=None)
+    sidecar.prestart()
+    sidecar.exited()
+    sidecar.finish(tmp_path)
+    assert json.loads((tmp_path / "meta" / "capture.json").read_text()) == {
+        "format": "testbed.capture", "version": 1, "enabled": False, "interface": "op0",
+        "file": None}
+
+
+def test_the_experiments_own_file_of_that_name_is_kept(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "results" / "capture").mkdir(parents=True)
+    (run_dir / "results" / "capture" / "eth0.pcap").write_bytes(b"experiment's")
+    cap = RunningCapture("eth0", run_dir / "capture" / "eth0.pcap", snaplen=96,
+                         max_bytes=10**6, tcpdump=_fake_tcpdump(tmp_path, GOOD))
+    sidecar = NodeCapture("r1", "eth0", cap)
+    sidecar.prestart()
+    sidecar.exited()
+    sidecar.finish(run_dir)
+    assert (run_dir / "results" / "capture" / "eth0.pcap").read_bytes() == b"experiment's"
+    assert (run_dir / "results" / "capture" / "eth0.agent.pcap").read_bytes() == b"pcapdata"
+    doc = json.loads((run_dir / "meta" / "capture.json").read_text())
+    assert doc["file"] == "results/capture/eth0.agent.pcap"
