@@ -427,3 +427,27 @@ def test_a_member_reads_only_their_projects(world: World) -> None:
         offered = f'<option value="{w.campaign_p1}">'
         assert offered in w.client.get(f"{path}?days=1", headers=w.headers("m1")).text
         assert offered not in w.client.get(f"{path}?days=1", headers=w.headers("m2")).text
+
+
+def test_a_node_reaches_only_its_own_runs(world: World) -> None:
+    """The agent API gives a node its own runs only: another node's run is not found,
+    whichever call names it, and never among its assignments."""
+    w = world
+    other = w.api.add_node("se-03", [("op0", "240-01", "Telia")])
+    queued = w.book("p1", "se-01")  # due on se-01, not on se-03
+    assert queued not in [a.run_id for a in w.api.heartbeat(other).assignments]
+    base = f"{wire.AGENT_PREFIX}/runs/{queued}"
+    calls = [
+        ("POST", f"{base}/state", {"state": "running", "reason": "x",
+                                   "at": w.api.clock.now().isoformat()}),
+        ("POST", f"{base}/bundle", {"size": 1, "sha256": "0" * 64}),
+        ("GET", f"{base}/bundle", None),
+    ]
+    for method, path, body in calls:
+        r = w.client.request(method, path, json=body, headers=Api.node(other))
+        assert r.status_code == 404, (method, path, r.text)
+    r = w.client.patch(f"{base}/bundle", content=b"x",
+                       headers={**Api.node(other), wire.UPLOAD_OFFSET_HEADER: "0"})
+    assert r.status_code == 404, r.text
+    assert w.client.get(f"/api/v1/runs/{queued}", headers=w.api.admin).json()["state"] \
+        == "scheduled"
