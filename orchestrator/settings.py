@@ -128,7 +128,8 @@ class Settings(BaseSettings):
     upload_dir: Path = Path("./uploads")
     #: Experiment catalogue: one folder per experiment with experiment.yaml.
     experiments_dir: Path = Path("./experiments")
-    #: Token of the bootstrap administrator (creates users and nodes).
+    #: Token of the bootstrap administrator (creates users and nodes). Outside
+    #: development it must pass :func:`weak_secret` (docs/security.md).
     admin_token: str = PLACEHOLDER_TOKEN
     host: str = "0.0.0.0"
     port: int = 8080
