@@ -26,8 +26,34 @@ class UserCreate(_In):
 
 class UserToken(BaseModel):
     user: str
+    #: Shown once; only its hash is stored.
     token: str
     expires_at: datetime | None
+    #: The token's id, to revoke this one alone (testbed user revoke NAME --token ID).
+    token_id: int
+
+
+class TokenCreate(_In):
+    #: Token lifetime in days; none means it never expires.
+    token_days: float | None = Field(None, gt=0)
+
+
+class TokenPublic(BaseModel):
+    """An API token as its owner and administrators see it (never the secret)."""
+
+    id: int
+    user: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked: bool
+
+
+class TokensRevoked(BaseModel):
+    user: str
+    #: API tokens revoked by this call (already revoked ones are not counted).
+    tokens: int
+    #: Pages sign-ins ended by this call.
+    sessions: int
 
 
 class ProjectCreate(_In):

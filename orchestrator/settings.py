@@ -14,6 +14,34 @@ from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_TOKEN = "change-me"
+#: Shortest admin token accepted outside development, characters: 32 hex digits are
+#: 128 random bits, what `openssl rand -hex 16` gives (scripts/up makes 64).
+MIN_ADMIN_TOKEN_CHARS = 32
+#: Fewest distinct characters in an admin token outside development: "aaaa..." and
+#: "abab..." fall short, while 32 random hex digits have fewer than 8 distinct with a
+#: chance of 3.5e-8 (an occupancy count over 16 symbols), 64 of them practically never.
+MIN_ADMIN_TOKEN_DISTINCT = 8
+#: Words that mark a token copied from an example rather than generated.
+PLACEHOLDER_WORDS = ("change-me", "changeme", "change_me", "placeholder", "example",
+                     "password", "secret", "replace-me", "your-token", "admin-token")
+HOW_TO_GENERATE = "generate one with `openssl rand -hex 32`"
+
+
+def weak_secret(token: str) -> str | None:
+    """Why ``token`` is no fit secret (too short, a placeholder, too few distinct
+    characters to be random), or None when it will do."""
+    lowered = token.lower()
+    if not token:
+        return "unset"
+    word = next((w for w in PLACEHOLDER_WORDS if w in lowered), None)
+    if word is not None:
+        return f"a placeholder (it contains {word!r})"
+    if len(token) < MIN_ADMIN_TOKEN_CHARS:
+        return f"{len(token)} characters long, under {MIN_ADMIN_TOKEN_CHARS}"
+    if len(set(token)) < MIN_ADMIN_TOKEN_DISTINCT:
+        return (f"made of only {len(set(token))} distinct characters, not random "
+                f"(at least {MIN_ADMIN_TOKEN_DISTINCT})")
+    return None
 
 
 class HealthSettings(BaseModel):
@@ -100,7 +128,8 @@ class Settings(BaseSettings):
     upload_dir: Path = Path("./uploads")
     #: Experiment catalogue: one folder per experiment with experiment.yaml.
     experiments_dir: Path = Path("./experiments")
-    #: Token of the bootstrap administrator (creates users and nodes).
+    #: Token of the bootstrap administrator (creates users and nodes). Outside
+    #: development it must pass :func:`weak_secret` (docs/security.md).
     admin_token: str = PLACEHOLDER_TOKEN
     host: str = "0.0.0.0"
     port: int = 8080
@@ -111,12 +140,10 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_placeholder_secret(self) -> Settings:
-        if self.environment != "development" and (
-            self.admin_token == PLACEHOLDER_TOKEN or len(self.admin_token) < 16
-        ):
+        why = weak_secret(self.admin_token)
+        if self.environment != "development" and why is not None:
             raise ValueError(
-                "TESTBED_ADMIN_TOKEN is unset, the placeholder, or shorter than 16 "
-                "characters; set a random token (e.g. `openssl rand -hex 24`) or run with "
-                "TESTBED_ENVIRONMENT=development"
+                f"TESTBED_ADMIN_TOKEN is {why}; {HOW_TO_GENERATE} (scripts/up does), "
+                "or run with TESTBED_ENVIRONMENT=development"
             )
         return self

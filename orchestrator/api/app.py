@@ -20,6 +20,7 @@ from orchestrator.api import (
     routes_nodes,
     routes_quotas,
     routes_runs,
+    routes_tokens,
     routes_users,
 )
 from orchestrator.bootstrap import build_context
@@ -130,6 +131,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     errors.install(app)
     for r in (routes_users, routes_nodes, routes_quotas, routes_runs, routes_agent):
         app.include_router(r.router)
+    app.include_router(routes_tokens.router)
     app.include_router(pages_routes.router)
 
     @app.get("/healthz", tags=["meta"])

@@ -31,9 +31,10 @@ def get_quota(ctx: CtxDep, _me: UserDep, node_id: str, interface: str) -> SimQuo
 
 
 @router.get("/quotas")
-def list_quotas(ctx: CtxDep, _me: UserDep) -> QuotasPublic:
-    """Used, reserved, limit and remaining bytes of every SIM (this period) and project."""
-    return quotas.list_quotas(ctx)
+def list_quotas(ctx: CtxDep, me: UserDep) -> QuotasPublic:
+    """Used, reserved, limit and remaining bytes of every SIM (this period) and of the
+    caller's projects (every project's for an administrator)."""
+    return quotas.quotas_for(ctx, me)
 
 
 @router.put("/projects/{project}/budget")

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Body, Query
 from fastapi.responses import FileResponse
 
 from orchestrator.api.deps import CtxDep, UserDep
-from orchestrator.errors import NotFound
 from orchestrator.schemas import (
     CampaignPublic,
     CampaignSummary,
@@ -18,7 +17,6 @@ from orchestrator.schemas import (
     RunPublic,
 )
 from orchestrator.services import campaigns, experiments, results, runs
-from orchestrator.store.tables import Bundle
 from testbed_common.states import RunState
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
@@ -42,18 +40,18 @@ def submit_run(ctx: CtxDep, me: UserDep, body: RunCreate) -> RunPublic:
 @router.get("/runs")
 def list_runs(
     ctx: CtxDep,
-    _me: UserDep,
+    me: UserDep,
     state: RunState | None = None,
     node: str | None = None,
     campaign: str | None = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 200,
 ) -> list[RunPublic]:
-    return runs.list_runs(ctx, state=state, node=node, campaign=campaign, limit=limit)
+    return runs.list_runs(ctx, me, state=state, node=node, campaign=campaign, limit=limit)
 
 
 @router.get("/runs/{run_id}")
-def get_run(ctx: CtxDep, _me: UserDep, run_id: str) -> RunPublic:
-    return runs.get_run(ctx, run_id)
+def get_run(ctx: CtxDep, me: UserDep, run_id: str) -> RunPublic:
+    return runs.get_run(ctx, me, run_id)
 
 
 @router.post("/runs/{run_id}/cancel")
@@ -62,26 +60,20 @@ def cancel_run(ctx: CtxDep, me: UserDep, run_id: str, body: RunCancel) -> RunPub
 
 
 @router.get("/runs/{run_id}/bundle", response_class=FileResponse)
-def download_bundle(ctx: CtxDep, _me: UserDep, run_id: str) -> FileResponse:
-    run = runs.get_run(ctx, run_id)
-    if run.bundle_sha256 is None:
-        raise NotFound(f"run {run_id} has no archived bundle (state {run.state.value})")
-    with ctx.db.session() as s:
-        bundle = s.get(Bundle, run.bundle_sha256)
-        assert bundle is not None
-        path = ctx.archive.absolute(bundle.path)
+def download_bundle(ctx: CtxDep, me: UserDep, run_id: str) -> FileResponse:
+    bundle = results.archived_bundle(ctx, me, run_id)
     return FileResponse(
-        path,
+        bundle.path,
         media_type="application/gzip",
         filename=f"{run_id}.tar.gz",
-        headers={"Digest": f"sha-256={run.bundle_sha256}"},
+        headers={"Digest": f"sha-256={bundle.sha256}"},
     )
 
 
 @router.get("/runs/{run_id}/result")
-def get_result(ctx: CtxDep, _me: UserDep, run_id: str) -> dict[str, Any]:
+def get_result(ctx: CtxDep, me: UserDep, run_id: str) -> dict[str, Any]:
     """The run's main result file (the experiment's declared format), from the archive."""
-    return results.read_result(ctx, run_id)
+    return results.read_result(ctx, me, run_id)
 
 
 @router.post("/campaigns", status_code=201)
@@ -96,13 +88,13 @@ def submit_campaign(
 
 @router.get("/campaigns")
 def list_campaigns(
-    ctx: CtxDep, _me: UserDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ctx: CtxDep, me: UserDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> list[CampaignSummary]:
     """The newest campaigns: runs by state and the planner's decisions (deferred,
     skipped, rejected, each with its reason)."""
-    return campaigns.list_campaigns(ctx, limit=limit)
+    return campaigns.list_campaigns(ctx, me, limit=limit)
 
 
 @router.get("/campaigns/{campaign_id}")
-def get_campaign(ctx: CtxDep, _me: UserDep, campaign_id: str) -> CampaignPublic:
-    return campaigns.get_campaign(ctx, campaign_id)
+def get_campaign(ctx: CtxDep, me: UserDep, campaign_id: str) -> CampaignPublic:
+    return campaigns.get_campaign(ctx, me, campaign_id)

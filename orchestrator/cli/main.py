@@ -194,6 +194,20 @@ def node_maintenance(ctx: click.Context, node_id: str, state: str) -> None:
     _print(_node_row(out), ctx.obj["json"], NODE_COLUMNS)
 
 
+@node.command("rotate-token")
+@click.argument("node_id")
+@click.pass_context
+def node_rotate_token(ctx: click.Context, node_id: str) -> None:
+    """Give a node a new token (admin); the old one stops working at once. Prints the
+    new token once: set it as the agent's TESTBED_NODE_TOKEN and restart the agent."""
+    out = _api(ctx).call("POST", f"/api/v1/nodes/{node_id}/rotate-token")
+    if ctx.obj["json"]:
+        _print(out, True)
+    else:
+        click.echo(f"node {node_id}: old token revoked; its new token (shown once):")
+        click.echo(out["token"])
+
+
 # --- users and projects ---------------------------------------------------------------
 @cli.group()
 def user() -> None:
@@ -215,6 +229,46 @@ def user_add(
         json={"name": name, "is_admin": admin, "projects": list(projects), "token_days": days},
     )
     _print(out, True)
+
+
+@user.command("token")
+@click.argument("name")
+@click.option("--days", type=float, default=None, help="token lifetime in days")
+@click.pass_context
+def user_token(ctx: click.Context, name: str, days: float | None) -> None:
+    """Issue another API token for a user (admin); shown once."""
+    _print(_api(ctx).call("POST", f"/api/v1/users/{name}/tokens", json={"token_days": days}),
+           True)
+
+
+@user.command("tokens")
+@click.argument("name")
+@click.pass_context
+def user_tokens(ctx: click.Context, name: str) -> None:
+    """A user's API tokens: ids, expiry, whether revoked (never the secrets)."""
+    _print(_api(ctx).call("GET", f"/api/v1/users/{name}/tokens"), ctx.obj["json"],
+           ["id", "user", "created_at", "expires_at", "revoked"])
+
+
+@user.command("revoke")
+@click.argument("name")
+@click.option("--token", "token_id", type=int, default=None,
+              help="revoke only this token id (see `testbed user tokens NAME`)")
+@click.pass_context
+def user_revoke(ctx: click.Context, name: str, token_id: int | None) -> None:
+    """Revoke a user's API tokens and pages sign-ins (or one token); at once."""
+    api = _api(ctx)
+    if token_id is not None:
+        out = api.call("DELETE", f"/api/v1/users/{name}/tokens/{token_id}")
+        message = f"token {token_id} of {name} revoked"
+    else:
+        out = api.call("DELETE", f"/api/v1/users/{name}/tokens")
+        message = (f"{name}: {out['tokens']} token(s) and {out['sessions']} pages "
+                   "sign-in(s) revoked")
+    if ctx.obj["json"]:
+        _print(out, True)
+    else:
+        click.echo(message)
 
 
 @cli.group()

@@ -8,7 +8,9 @@ per transfer, one ``abw`` point per estimate) and aggregated in Python by
 uses ``GROUP BY time()``, so none needs a time bound to avoid InfluxDB 1.x filling
 buckets from 1970; a window is still applied when no campaign is chosen.
 
-Filter values reach the query only as escaped string literals.
+Filter values reach the query only as escaped string literals. Points of runs the
+signed-in user may not read (another project's, services.access) are dropped as they
+are read: the store's points carry run and campaign ids, not the project.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
+from orchestrator.services.access import Readable
 from orchestrator.timeseries.influx import Series, literal
 from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
 
@@ -77,10 +80,11 @@ def _where(row: dict[str, Any]) -> Where:
                  operator=_s(row, "operator"), operator_name=_s(row, "operator_name"))
 
 
-def tat_summaries(ts: TimeSeriesQuery, filters: Filters) -> list[TatSummaryRow]:
+def tat_summaries(ts: TimeSeriesQuery, filters: Filters, *,
+                  readable: Readable) -> list[TatSummaryRow]:
     out = []
     for row in _rows(ts.query(tat_summary_query(filters))):
-        if row.get("mean_bps") is None:
+        if row.get("mean_bps") is None or not readable.run(_s(row, "run")):
             continue
         out.append(TatSummaryRow(
             time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
@@ -90,10 +94,11 @@ def tat_summaries(ts: TimeSeriesQuery, filters: Filters) -> list[TatSummaryRow]:
     return out
 
 
-def abw_estimates(ts: TimeSeriesQuery, filters: Filters) -> list[AbwRow]:
+def abw_estimates(ts: TimeSeriesQuery, filters: Filters, *,
+                  readable: Readable) -> list[AbwRow]:
     out = []
     for row in _rows(ts.query(abw_query(filters))):
-        if row.get("estimate_bps") is None:
+        if row.get("estimate_bps") is None or not readable.run(_s(row, "run")):
             continue
         out.append(AbwRow(
             time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
@@ -104,8 +109,9 @@ def abw_estimates(ts: TimeSeriesQuery, filters: Filters) -> list[AbwRow]:
     return out
 
 
-def choices(ts: TimeSeriesQuery, filters: Filters) -> Choices:
-    """Campaigns, operators (with names) and nodes that have TAT transfers."""
+def choices(ts: TimeSeriesQuery, filters: Filters, *, readable: Readable) -> Choices:
+    """Campaigns (the caller's), operators (with names) and nodes (the shared fleet)
+    that have TAT transfers."""
     campaigns = sorted({_s(r, "value") for r in _rows(ts.query(
         f'SHOW TAG VALUES FROM {ident(TAT_SUMMARY)} WITH KEY = "campaign"'))})
     combos = ts.query(f'SELECT count("mean_bps") FROM {ident(TAT_SUMMARY)}'
@@ -121,7 +127,7 @@ def choices(ts: TimeSeriesQuery, filters: Filters) -> Choices:
             operators[where.operator] = where.operator_label
         if where.node:
             nodes.add(where.node)
-    return Choices(campaigns=tuple(c for c in campaigns if c),
+    return Choices(campaigns=tuple(c for c in campaigns if c and readable.campaign(c)),
                    operators=tuple(Choice(k, v) for k, v in sorted(operators.items(),
                                                                    key=lambda kv: kv[1])),
                    nodes=tuple(sorted(nodes)))

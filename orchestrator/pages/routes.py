@@ -10,13 +10,16 @@ What the routes need from the app (set by the app factory):
   unless ``app.state.timeseries`` overrides it (e.g. a read-only user or a replica).
   Without either, every page answers 503 and says the store is not configured.
 
-Who may read: anyone with a testbed API token (the same tokens as the REST API). A
-browser signs in once at ``/pages/login``; the token is then kept in an HttpOnly,
-SameSite=Strict cookie (not readable by scripts, not sent by other sites' requests) and
-checked on every request, so a revoked token stops working at once. Scripts may send
-``Authorization: Bearer``; ``?token=`` on any page signs in and redirects to the same
-page without it (for kiosk screens and headless browsers; it lands in access logs, so
-prefer the form). The pages only read, so there is nothing for a forged request to do.
+Who may read: anyone with a testbed API token (the same tokens as the REST API), each
+seeing only what the API shows them (services.access: their projects' campaigns and
+runs; the shared fleet). A browser signs in once at ``/pages/login``: that opens a
+server-side session (services.sessions) whose random secret, not the token, is kept in
+an HttpOnly, SameSite=Strict cookie (not readable by scripts, not sent by other sites'
+requests) and checked on every request; signing out revokes the session, and revoking
+the token ends its sessions at once. Scripts may send ``Authorization: Bearer``;
+``?token=`` on any page signs in and redirects to the same page without it (for kiosk
+screens and headless browsers; it lands in access logs, so prefer the form). The pages
+only read, so there is nothing for a forged request to do.
 """
 
 from __future__ import annotations
@@ -32,18 +35,23 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Unauthorized
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
-from orchestrator.services.auth import authenticate_user
+from orchestrator.services.access import Readable, readable
+from orchestrator.services.auth import Principal, authenticate_user
 from orchestrator.services.campaigns import list_campaigns
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import list_nodes
 from orchestrator.services.quotas import list_quotas
+from orchestrator.services.sessions import (
+    SESSION_S,
+    authenticate_session,
+    close_session,
+    open_session,
+)
 from orchestrator.timeseries.influx import TimeSeriesError
 
 router = APIRouter(include_in_schema=False, tags=["pages"])
 
 COOKIE = "testbed_pages"
-#: How long a sign-in lasts in the browser, seconds: a working day.
-COOKIE_MAX_AGE_S = 12 * 3600
 #: No script, no outside resource; inline styles and SVG only (module docstring of html).
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
@@ -78,19 +86,28 @@ def _store(request: Request) -> queries.TimeSeriesQuery | None:
     return None
 
 
-def _token(request: Request) -> str | None:
+def _caller(request: Request) -> Principal | None:
+    """Who is reading: the bearer token's holder, else the session's; None if neither."""
     auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.cookies.get(COOKIE)
-
-
-def _valid(request: Request, token: str | None) -> bool:
     try:
-        authenticate_user(_ctx(request), token)
+        if auth.lower().startswith("bearer "):
+            return authenticate_user(_ctx(request), auth[7:].strip())
+        return authenticate_session(_ctx(request), request.cookies.get(COOKIE))
     except Unauthorized:
-        return False
-    return True
+        return None
+
+
+def _sign_in(request: Request, token: str, target: str) -> Response | None:
+    """The redirect to ``target`` that carries a new session's cookie; None when the
+    token is not accepted."""
+    try:
+        secret, _ = open_session(_ctx(request), token)
+    except Unauthorized:
+        return None
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, secret, max_age=SESSION_S, httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https", path="/")
+    return response
 
 
 def _safe_next(url: str | None) -> str:
@@ -100,25 +117,21 @@ def _safe_next(url: str | None) -> str:
     return url
 
 
-def _signed_in(response: Response, request: Request, token: str) -> Response:
-    response.set_cookie(COOKIE, token, max_age=COOKIE_MAX_AGE_S, httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https", path="/")
-    return response
-
-
-def _guard(request: Request) -> Response | None:
-    """None when the caller may read; else the redirect that signs them in."""
+def _guard(request: Request) -> Principal | Response:
+    """Who may read; else the response that signs them in."""
     query = request.query_params
     given = query.get("token")
     if given is not None:
         rest = urlencode([(k, v) for k, v in query.multi_items() if k != "token"])
         target = request.url.path + (f"?{rest}" if rest else "")
-        if _valid(request, given):
-            return _signed_in(RedirectResponse(target, status_code=303), request, given)
+        signed_in = _sign_in(request, given, target)
+        if signed_in is not None:
+            return signed_in
         return _html(html.login_html(next_url=target, error="That token was not accepted."),
                      401)
-    if _valid(request, _token(request)):
-        return None
+    principal = _caller(request)
+    if principal is not None:
+        return principal
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(f"/pages/login?{urlencode({'next': here})}", status_code=303)
 
@@ -137,13 +150,15 @@ def _filters(campaign: str | None, operator: str | None, node: str | None,
                    days=n)
 
 
-PageBuilder = Callable[[queries.TimeSeriesQuery, Filters, views.Zones], views.Page]
+PageBuilder = Callable[[queries.TimeSeriesQuery, Filters, views.Zones, Readable],
+                       views.Page]
 
 
 def _page(request: Request, build: PageBuilder, *, campaign: str | None,
           operator: str | None, node: str | None, days: str | None) -> Response:
-    if (redirect := _guard(request)) is not None:
-        return redirect
+    principal = _guard(request)
+    if isinstance(principal, Response):
+        return principal
     try:
         filters = _filters(campaign, operator, node, days)
     except BadFilter as e:
@@ -155,9 +170,10 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
             message="The orchestrator has no InfluxDB configured, so there is nothing to "
                     "show. Set TESTBED_INFLUX__URL (and __DATABASE) and restart it."), 503)
     zones = views.Zones({n.id: n.timezone for n in list_nodes(_ctx(request))})
+    mine = readable(_ctx(request), principal)
     try:
-        page = build(ts, filters, zones)
-        choices = queries.choices(ts, filters)
+        page = build(ts, filters, zones, mine)
+        choices = queries.choices(ts, filters, readable=mine)
     except TimeSeriesError as e:
         return _html(html.error_html(title="Time series unavailable", message=str(e)), 503)
     return _html(html.page_html(page, filters=filters, choices=choices))
@@ -167,8 +183,8 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
 @router.get("/pages", response_class=HTMLResponse)
 @router.get("/pages/", response_class=HTMLResponse)
 def index(request: Request) -> Response:
-    if (redirect := _guard(request)) is not None:
-        return redirect
+    if isinstance(principal := _guard(request), Response):
+        return principal
     return _html(html.page_html(views.index_page(), filters=Filters(),
                                 choices=Choices()))
 
@@ -176,49 +192,51 @@ def index(request: Request) -> Response:
 @router.get("/pages/hourly", response_class=HTMLResponse)
 def hourly(request: Request, campaign: Text = None, operator: Text = None,
            node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, z: views.hourly_page(
-        queries.tat_summaries(ts, f), zones=z, filters=f),
+    return _page(request, lambda ts, f, z, r: views.hourly_page(
+        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 
 @router.get("/pages/daily", response_class=HTMLResponse)
 def daily(request: Request, campaign: Text = None, operator: Text = None,
           node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, z: views.daily_page(
-        queries.tat_summaries(ts, f), zones=z, filters=f),
+    return _page(request, lambda ts, f, z, r: views.daily_page(
+        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 
 @router.get("/pages/abw-tat", response_class=HTMLResponse)
 def abw_tat(request: Request, campaign: Text = None, operator: Text = None,
             node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z: views.abw_tat_page(
-        queries.tat_summaries(ts, f), queries.abw_estimates(ts, f), filters=f),
+    return _page(request, lambda ts, f, _z, r: views.abw_tat_page(
+        queries.tat_summaries(ts, f, readable=r), queries.abw_estimates(ts, f, readable=r),
+        filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 
 @router.get("/pages/time-of-day", response_class=HTMLResponse)
 def time_of_day(request: Request, campaign: Text = None, operator: Text = None,
                 node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, z: views.timeofday_page(
-        queries.tat_summaries(ts, f), zones=z, filters=f),
+    return _page(request, lambda ts, f, z, r: views.timeofday_page(
+        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 
 @router.get("/pages/campaigns", response_class=HTMLResponse)
 def campaigns_list(request: Request) -> Response:
     """Campaigns and the planner's decisions: from the state database, not the store."""
-    if (redirect := _guard(request)) is not None:
-        return redirect
-    page = campaigns.campaigns_page(list_campaigns(_ctx(request)))
+    if isinstance(principal := _guard(request), Response):
+        return principal
+    page = campaigns.campaigns_page(list_campaigns(_ctx(request), principal))
     return _html(html.page_html(page, filters=Filters(), choices=Choices()))
 
 
 @router.get("/pages/fleet", response_class=HTMLResponse)
 def fleet_health(request: Request) -> Response:
-    """Nodes' health and SIMs' data plans: from the state database, not the store."""
-    if (redirect := _guard(request)) is not None:
-        return redirect
+    """Nodes' health and SIMs' data plans: from the state database, not the store. The
+    fleet is shared infrastructure: every signed-in user sees all of it."""
+    if isinstance(principal := _guard(request), Response):
+        return principal
     ctx = _ctx(request)
     page = fleet.fleet_page(list_nodes(ctx), list_quotas(ctx).sims, now=ctx.clock.now())
     return _html(html.page_html(page, filters=Filters(), choices=Choices()))
@@ -235,15 +253,19 @@ async def login(request: Request) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
     token = (form.get("token") or [""])[0].strip()
     target = _safe_next((form.get("next") or ["/"])[0])
-    if not await run_in_threadpool(_valid, request, token):
+    signed_in = await run_in_threadpool(_sign_in, request, token, target)
+    if signed_in is None:
         return _html(html.login_html(next_url=target,
                                      error="That token was not accepted: check it, or ask "
                                            "an administrator for one."), 401)
-    return _signed_in(RedirectResponse(target, status_code=303), request, token)
+    return signed_in
 
 
 @router.post("/pages/logout")
-def logout() -> Response:
+def logout(request: Request) -> Response:
+    """Ends the session on the server (the cookie is dead even where it was copied),
+    then clears the cookie."""
+    close_session(_ctx(request), request.cookies.get(COOKIE))
     response = RedirectResponse("/pages/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator.errors import Invalid, NotFound
+from orchestrator.errors import Invalid
 from orchestrator.model.ids import new_campaign_id
 from orchestrator.schemas import CampaignPublic, CampaignSummary, DecisionPublic
+from orchestrator.services.access import read_scope, readable_campaign
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec, replan_in
@@ -70,22 +71,22 @@ def _public(s: Session, campaign: Campaign, project: str) -> CampaignPublic:
     )
 
 
-def get_campaign(ctx: Context, campaign_id: str) -> CampaignPublic:
+def get_campaign(ctx: Context, principal: Principal, campaign_id: str) -> CampaignPublic:
     with ctx.db.session() as s:
-        campaign = s.get(Campaign, campaign_id)
-        if campaign is None:
-            raise NotFound(f"no campaign {campaign_id!r}")
+        campaign = readable_campaign(s, read_scope(s, principal), campaign_id)
         project = s.get(Project, campaign.project_id)
         assert project is not None
         return _public(s, campaign, project.name)
 
 
-def list_campaigns(ctx: Context, *, limit: int = 100) -> list[CampaignSummary]:
-    """The newest campaigns first, each with its runs counted by state and the
-    decisions of its last planning pass (what was deferred, skipped or rejected)."""
+def list_campaigns(ctx: Context, principal: Principal, *,
+                   limit: int = 100) -> list[CampaignSummary]:
+    """The newest campaigns of the caller's projects first, each with its runs counted
+    by state and the decisions of its last planning pass (deferred, skipped, rejected)."""
     with ctx.db.session() as s:
-        rows = s.scalars(select(Campaign).order_by(Campaign.created_at.desc())
-                         .limit(limit)).all()
+        scope = read_scope(s, principal)
+        rows = s.scalars(select(Campaign).where(scope.where(Campaign.project_id))
+                         .order_by(Campaign.created_at.desc()).limit(limit)).all()
         projects = {p.id: p.name for p in s.scalars(select(Project)).all()}
         counts: dict[str, dict[str, int]] = {}
         for campaign_id, state, n in s.execute(

@@ -36,6 +36,7 @@ from orchestrator.schemas import (
     QuotaUpdate,
     SimQuotaPublic,
 )
+from orchestrator.services.access import read_scope
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.settings import Settings
@@ -193,6 +194,20 @@ def list_quotas(ctx: Context) -> QuotasPublic:
                 remaining=st.remaining if p.budget_bytes is not None else None,
                 overrun=st.overrun))
         return QuotasPublic(sims=_statuses(ctx, s, nodes, state), projects=projects)
+
+
+def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:
+    """What a caller sees of the ledger: every SIM (the fleet is shared, and a SIM near
+    its cap explains a deferred session to anyone), but only the budgets of the caller's
+    projects (services.access)."""
+    whole = list_quotas(ctx)
+    with ctx.db.session() as s:
+        scope = read_scope(s, principal)
+        if scope.everything:
+            return whole
+        mine = set(s.scalars(select(Project.name).where(scope.where(Project.id))).all())
+    return whole.model_copy(update={"projects": [p for p in whole.projects
+                                                 if p.project in mine]})
 
 
 def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],

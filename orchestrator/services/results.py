@@ -5,25 +5,44 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import NotFound
+from orchestrator.services.access import read_scope, readable_run
+from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
-from orchestrator.store.tables import Bundle, Run
+from orchestrator.store.tables import Bundle
 
 
-def read_result(ctx: Context, run_id: str) -> dict[str, Any]:
-    """The experiment's declared result file of ``run_id``, parsed."""
+@dataclass(frozen=True)
+class ArchivedBundle:
+    """Where a readable run's bundle lies in the archive."""
+
+    run_id: str
+    experiment: str
+    path: Path
+    sha256: str
+
+
+def archived_bundle(ctx: Context, principal: Principal, run_id: str) -> ArchivedBundle:
+    """The bundle of a run of the caller's projects; NotFound when the run is not
+    theirs, or has no archived bundle yet."""
     with ctx.db.session() as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            raise NotFound(f"no run {run_id!r}")
+        run = readable_run(s, read_scope(s, principal), run_id)
         if run.bundle_sha256 is None:
             raise NotFound(f"run {run_id} has no archived bundle yet (state {run.state})")
         bundle = s.get(Bundle, run.bundle_sha256)
         assert bundle is not None
-        path = ctx.archive.absolute(bundle.path)
-        experiment = run.experiment
+        return ArchivedBundle(run_id=run.id, experiment=run.experiment,
+                              path=ctx.archive.absolute(bundle.path), sha256=bundle.sha256)
+
+
+def read_result(ctx: Context, principal: Principal, run_id: str) -> dict[str, Any]:
+    """The experiment's declared result file of ``run_id``, parsed."""
+    archived = archived_bundle(ctx, principal, run_id)
+    path, experiment = archived.path, archived.experiment
     manifest = ctx.catalogue.get(experiment)
     if manifest is None:
         raise NotFound(f"experiment {experiment!r} is no longer in the catalogue")

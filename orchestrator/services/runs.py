@@ -20,6 +20,7 @@ from orchestrator.scheduling.forecast import expected_rate
 from orchestrator.scheduling.slots import Slot, first_free_start
 from orchestrator.schemas import RunCancel, RunCreate, RunPublic
 from orchestrator.services import quotas
+from orchestrator.services.access import read_scope, readable_run
 from orchestrator.services.auth import Principal, authenticate_node
 from orchestrator.services.context import Context
 from orchestrator.services.history import link_history, rate_policy
@@ -166,14 +167,18 @@ def _project_names(s: Session) -> dict[int, str]:
 
 def list_runs(
     ctx: Context,
+    principal: Principal,
     *,
     state: RunState | None = None,
     node: str | None = None,
     campaign: str | None = None,
     limit: int = 200,
 ) -> list[RunPublic]:
+    """The newest runs of the caller's projects (every project's for an admin)."""
     with ctx.db.session() as s:
-        q = select(Run).order_by(Run.not_before.desc()).limit(limit)
+        scope = read_scope(s, principal)
+        q = (select(Run).where(scope.where(Run.project_id))
+             .order_by(Run.not_before.desc()).limit(limit))
         if state is not None:
             q = q.where(Run.state == state.value)
         if node is not None:
@@ -190,19 +195,16 @@ def runs_of(s: Session, ids: Sequence[str]) -> list[RunPublic]:
     return [run_public(r, names[r.project_id]) for r in rows]
 
 
-def get_run(ctx: Context, run_id: str) -> RunPublic:
+def get_run(ctx: Context, principal: Principal, run_id: str) -> RunPublic:
     with ctx.db.session() as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            raise NotFound(f"no run {run_id!r}")
+        run = readable_run(s, read_scope(s, principal), run_id)
         return run_public(run, _project_names(s)[run.project_id], with_events=True)
 
 
 def cancel_run(ctx: Context, principal: Principal, run_id: str, body: RunCancel) -> RunPublic:
     with ctx.db.session() as s:
-        run = s.get(Run, run_id)
-        if run is None:
-            raise NotFound(f"no run {run_id!r}")
+        # Another project's run is "not found", as in every read (services.access).
+        run = readable_run(s, read_scope(s, principal), run_id)
         project = s.get(Project, run.project_id)
         assert project is not None
         project_for(s, principal, project.name)  # must be the caller's project

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, NotFound
-from orchestrator.model.ids import new_token
 from orchestrator.schemas import ProjectCreate, ProjectPublic, UserCreate, UserToken
-from orchestrator.services.auth import Principal, hash_token
+from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
-from orchestrator.store.tables import ApiToken, Project, ProjectMember, User
+from orchestrator.services.tokens import add_token
+from orchestrator.store.tables import Project, ProjectMember, User
 
 DEFAULT_PROJECT = "default"
 
@@ -50,8 +48,6 @@ def create_project(ctx: Context, principal: Principal, body: ProjectCreate) -> P
 def create_user(ctx: Context, principal: Principal, body: UserCreate) -> UserToken:
     principal.require_admin()
     now = ctx.clock.now()
-    token = new_token()
-    expires = now + timedelta(days=body.token_days) if body.token_days else None
     with ctx.db.session() as s:
         if s.scalar(select(User).where(User.name == body.name)) is not None:
             raise Conflict(f"user {body.name!r} already exists; use a new name")
@@ -61,9 +57,4 @@ def create_user(ctx: Context, principal: Principal, body: UserCreate) -> UserTok
         for pname in body.projects or [DEFAULT_PROJECT]:
             project = get_or_create_project(s, pname, ctx)
             s.add(ProjectMember(project_id=project.id, user_id=user.id))
-        s.add(
-            ApiToken(
-                user_id=user.id, token_hash=hash_token(token), created_at=now, expires_at=expires
-            )
-        )
-    return UserToken(user=body.name, token=token, expires_at=expires)
+        return add_token(s, user, days=body.token_days, now=now)

@@ -69,6 +69,23 @@ class ApiToken(Base):
     user: Mapped[User] = relationship()
 
 
+class PageSession(Base):
+    """A browser's sign-in to the pages: the cookie holds a random session secret (only
+    its hash is kept), never the API token itself, so signing out revokes it here and
+    the cookie is dead even if it was copied. It lives no longer than the credential
+    it was opened with (``credential_hash``: an API token's hash, or the admin token's)."""
+
+    __tablename__ = "page_sessions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    credential_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+    user: Mapped[User] = relationship()
+
+
 class Project(Base):
     __tablename__ = "projects"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
