@@ -87,9 +87,19 @@ class Every(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["every"] = "every"
-    hours: float = Field(ge=bounds.MIN_EVERY_HOURS, le=bounds.MAX_EVERY_HOURS)
+    hours: float = Field(gt=0, le=bounds.MAX_EVERY_HOURS)
     start: AwareDatetime
     end: AwareDatetime
+
+    @field_validator("hours")
+    @classmethod
+    def _period(cls, value: float) -> float:
+        if value < bounds.MIN_EVERY_HOURS:
+            raise ValueError(
+                f"every {value:g} h is shorter than the shortest period, "
+                f"{bounds.MIN_EVERY_HOURS * 60:g} minutes ({bounds.MIN_EVERY_HOURS:.4f} h): "
+                "a session takes minutes; use a longer period")
+        return value
 
     @field_validator("start", "end")
     @classmethod
