@@ -431,7 +431,8 @@ def campaign_list(ctx: click.Context, limit: int) -> None:
         return
     for c in out:
         runs = ", ".join(f"{n} {state}" for state, n in sorted(c["runs"].items())) or "no runs"
-        click.echo(f"{c['id']} ({c['name']}), project {c['project']}: {runs}")
+        cancelled = f"; {c['cancel_reason']}" if c.get("cancelled_at") else ""
+        click.echo(f"{c['id']} ({c['name']}), project {c['project']}: {runs}{cancelled}")
         _print_decisions(c["decisions"])
 
 

@@ -47,6 +47,7 @@ from orchestrator.quotas.ledger import (
     SimKey,
     fmt_bytes,
 )
+from orchestrator.scheduling.bounds import shift
 from orchestrator.scheduling.lanes import CampaignLanes, Lane, build_lanes
 from orchestrator.scheduling.placement import (
     BusyCalendar,
@@ -155,7 +156,8 @@ def failed(campaign: Campaign, error: BaseException) -> Decision:
     """The decision for a campaign whose planning raised ``error``."""
     return Decision(
         DecisionKind.SKIPPED, ReasonCode.PLANNING_FAILED, campaign.id,
-        f"skipped: planning this campaign failed ({type(error).__name__}: {error}); the "
+        f"skipped: planning this campaign failed ({type(error).__name__}: "
+        f"{str(error)[:300]}); the "
         "other campaigns were planned without it. Cancel or delete it, or fix its spec "
         "and submit it again")
 
@@ -169,7 +171,7 @@ class _Planner:
     def __init__(self, snapshot: Snapshot, horizon: timedelta) -> None:
         self.snap = snapshot
         self.now = snapshot.now.astimezone(UTC)
-        self.until = self.now + horizon
+        self.until = shift(self.now, horizon)
         held = [e for e in snapshot.calendar if e.status is EntryStatus.HELD]
         earliest = min([self.now, *(e.start for e in held)])
         self.base = (earliest - timedelta(days=1)).replace(microsecond=0)

@@ -11,6 +11,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from orchestrator.catalogue.expr import MAX_CHARS as EXPR_CHARS
@@ -18,7 +20,7 @@ from orchestrator.catalogue.expr import ExpressionError, parse_expression
 from orchestrator.errors import Invalid
 from orchestrator.model.ids import CampaignId
 from orchestrator.scheduling import bounds, placement, planner
-from orchestrator.scheduling.planner import DecisionKind, ReasonCode
+from orchestrator.scheduling.planner import Campaign, DecisionKind, ReasonCode
 from orchestrator.scheduling.recurrence import RecurrenceError, TimeScale, daily, every
 from orchestrator.scheduling.selection import (
     MAX_CHARS,
@@ -216,3 +218,48 @@ def test_a_campaign_that_raises_while_placed_leaves_no_trace(
     # the good campaign is planned exactly as if the bad one were absent
     assert p.session_start.tolist() == alone.session_start.tolist()
     assert p.quotas == alone.quotas
+
+
+@st.composite
+def accepted_specs(draw: st.DrawFn) -> CampaignSpecV2:
+    """Any spec submission accepts at NOW (validation and the three-year horizon)."""
+    ahead = timedelta(days=3 * 366)
+    span_s = int((NOW + ahead - bounds.EARLIEST).total_seconds())
+    at = st.integers(0, span_s).map(lambda s: bounds.EARLIEST + timedelta(seconds=s))
+    kind = draw(st.sampled_from(["every", "daily", "asap"]))
+    rec: dict[str, Any] = {"kind": kind}
+    if kind == "every":
+        start = draw(at)
+        hours = draw(st.floats(bounds.MIN_EVERY_HOURS, bounds.MAX_EVERY_HOURS))
+        windows = draw(st.integers(1, bounds.MAX_OCCURRENCES))
+        end = min(start + timedelta(hours=hours) * windows, NOW + ahead)
+        rec |= {"hours": hours, "start": start.isoformat(),
+                "end": max(end, start + timedelta(seconds=1)).isoformat()}
+    elif kind == "daily":
+        first = draw(at).date()
+        rec |= {"window": draw(st.sampled_from(["00:00-03:00", "22:00-02:00", "02:30-02:45"])),
+                "first_day": first.isoformat(),
+                "last_day": (first + timedelta(days=draw(st.integers(0, 400)))).isoformat()}
+    spec = {**BASE, "recurrence": rec, "missed": draw(st.sampled_from(["skip", "catch_up"])),
+            "time_scale": draw(st.sampled_from([1, 60, 1e3, 1e6])),
+            "time_anchor": draw(st.none() | at.map(datetime.isoformat)),
+            "pause_s": draw(st.sampled_from([0, 86400])),
+            "repetitions": draw(st.sampled_from([1, 2, 1000]))}
+    try:
+        parsed = CampaignSpecV2.model_validate(spec)
+        check_ahead(parsed, now=NOW, max_ahead=ahead)
+    except (ValidationError, Invalid):
+        assume(False)
+    return parsed
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(accepted_specs(), st.integers(0, 3 * 366))
+def test_no_accepted_spec_makes_planning_raise(spec: CampaignSpecV2, days_later: int) -> None:
+    """The class of the 9999 fault: whatever a submission accepted, planning it (then,
+    or years later) raises nothing, so isolation never has to catch it."""
+    later = NOW + timedelta(days=days_later)
+    s = snap([node("se-01", n_sims=1), node("us-01", tz="America/New_York", n_sims=1)],
+             now=later)
+    p = planner.plan(s, [Campaign(CampaignId("c"), spec, NOW)], horizon=timedelta(days=1))
+    assert not [d for d in p.decisions if d.code is ReasonCode.PLANNING_FAILED], p.decisions
