@@ -24,7 +24,7 @@ time compression::
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AwareDatetime,
@@ -42,6 +42,8 @@ from orchestrator.scheduling.campaign import CampaignSpec
 from orchestrator.scheduling.recurrence import parse_window
 from orchestrator.scheduling.selection import Selection
 
+D = TypeVar("D", bound=date)  # a date or a datetime
+
 
 def whole_seconds(value: datetime) -> datetime:
     """Sessions are named by their window's start in whole seconds (the planner's
@@ -50,14 +52,13 @@ def whole_seconds(value: datetime) -> datetime:
     return value.replace(microsecond=0)
 
 
-def in_horizon(value: Any) -> Any:
+def in_horizon(value: D) -> D:
     """A campaign date inside the absolute horizon (bounds.EARLIEST .. bounds.LATEST);
     submission also holds it to a few years ahead (:func:`check_ahead`)."""
-    if isinstance(value, date):
-        problem = bounds.out_of_horizon(value)
-        if problem:
-            raise ValueError(f"{problem}; campaign dates must lie between "
-                             f"{bounds.EARLIEST:%Y-%m-%d} and a few years from now")
+    problem = bounds.out_of_horizon(value)
+    if problem:
+        raise ValueError(f"{problem}; campaign dates must lie between "
+                         f"{bounds.EARLIEST:%Y-%m-%d} and a few years from now")
     return value
 
 
@@ -133,7 +134,7 @@ class Daily(BaseModel):
     @field_validator("first_day", "last_day")
     @classmethod
     def _in_horizon(cls, value: date) -> date:
-        return in_horizon(value)  # type: ignore[no-any-return]
+        return in_horizon(value)
 
     @model_validator(mode="after")
     def _windows(self) -> Daily:

@@ -5,6 +5,7 @@ and a planner that skips a campaign which raises instead of failing for everyone
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
@@ -146,21 +147,30 @@ def test_a_long_selection_error_shows_an_excerpt_not_the_whole_source() -> None:
 
 
 def _best_of(runs: int, f: Callable[[], object]) -> float:
+    """The fastest of ``runs`` timings, garbage collection off: the least noisy figure
+    on a shared machine."""
     best = float("inf")
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t0)
+    gc.disable()
+    try:
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            f()
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        gc.enable()
     return best
 
 
 def test_lexing_is_linear_in_the_length() -> None:
-    # The lexer itself has no bound, so it can be timed on long input. Before: 5 000 and
-    # 10 000 terms took 0.1 s and 0.27 s, 20 000 took 5.9 s (quadratic slicing).
-    small = " OR ".join(["country:SE"] * 10_000)
+    # The lexer itself has no bound, so it can be timed on long input. Before: 5 000
+    # terms took 0.1 s and 20 000 took 5.9 s (quadratic slicing of the rest per token).
+    small = " OR ".join(["country:SE"] * 5_000)
     large = " OR ".join(["country:SE"] * 20_000)
-    ratio = _best_of(3, lambda: _lex(large)) / _best_of(3, lambda: _lex(small))
-    assert ratio < 3.0, ratio  # linear: ~2; quadratic: ~4 and worse
+    # The best of three measurements of the ratio: a loaded machine only adds noise, a
+    # quadratic lexer fails every one.
+    ratio = min(_best_of(3, lambda: _lex(large)) / _best_of(3, lambda: _lex(small))
+                for _ in range(3))
+    assert ratio < 8.0, ratio  # 4x the input: linear ~4, quadratic ~16 (was ~60)
 
 
 # ---- manifest expressions ----------------------------------------------------------------
@@ -232,7 +242,7 @@ def accepted_specs(draw: st.DrawFn) -> CampaignSpecV2:
         start = draw(at)
         hours = draw(st.floats(bounds.MIN_EVERY_HOURS, bounds.MAX_EVERY_HOURS))
         windows = draw(st.integers(1, bounds.MAX_OCCURRENCES))
-        end = min(start + timedelta(hours=hours) * windows, NOW + ahead)
+        end = min(bounds.shift(start, timedelta(hours=hours) * windows), NOW + ahead)
         rec |= {"hours": hours, "start": start.isoformat(),
                 "end": max(end, start + timedelta(seconds=1)).isoformat()}
     elif kind == "daily":
