@@ -205,6 +205,11 @@ class CampaignPublic(BaseModel):
     spec: dict[str, Any]
     planned_at: datetime | None = None
     decisions: list[DecisionPublic] = []
+    #: Who submitted it (with administrators, the only one who may cancel or delete it).
+    owner: str = ""
+    #: Set once cancelled: no further bookings ("campaign cancelled by alice").
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
 
 
 class CampaignSummary(BaseModel):
@@ -217,6 +222,9 @@ class CampaignSummary(BaseModel):
     planned_at: datetime | None = None
     runs: dict[str, int]
     decisions: list[DecisionPublic] = []
+    owner: str = ""
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
 
 
 class QuotaUpdate(_In):

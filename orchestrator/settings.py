@@ -99,6 +99,13 @@ class SchedulingSettings(BaseModel):
     #: Share of each cap kept free of reservations (forecast error, background traffic).
     #: 0.05: reservations stop at 95 %.
     quota_margin: float = Field(0.05, ge=0, lt=1)
+    #: How far after submission any date of a campaign may lie, days (its recurrence's
+    #: start, end, first and last day, its time anchor). Three years: longer than the
+    #: campaigns the platform serves (MONROE's ran for months), and it keeps every
+    #: date's arithmetic far from the calendar's end (a start in year 9999 once made
+    #: every planning pass raise). At most 20 years (scheduling.bounds.LATEST holds
+    #: stored specs to 2200 whatever this says).
+    campaign_max_ahead_days: float = Field(3 * 366, gt=0, le=20 * 366)
 
 
 class InfluxSettings(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 
 from orchestrator.api.deps import CtxDep, UserDep
 from orchestrator.schemas import (
@@ -98,3 +98,20 @@ def list_campaigns(
 @router.get("/campaigns/{campaign_id}")
 def get_campaign(ctx: CtxDep, me: UserDep, campaign_id: str) -> CampaignPublic:
     return campaigns.get_campaign(ctx, me, campaign_id)
+
+
+@router.post("/campaigns/{campaign_id}/cancel")
+def cancel_campaign(ctx: CtxDep, me: UserDep, campaign_id: str) -> CampaignPublic:
+    """Stop booking the campaign and cancel its runs that have not started (their quota
+    reservations are released); started and finished runs and their data are kept.
+    Its owner or an administrator; cancelling twice changes nothing."""
+    return campaigns.cancel_campaign(ctx, me, campaign_id)
+
+
+@router.delete("/campaigns/{campaign_id}", status_code=204)
+def delete_campaign(ctx: CtxDep, me: UserDep, campaign_id: str) -> Response:
+    """Cancel the campaign and hide it from lists and lookups. Only for a campaign
+    without data: one with a run that started or has a bundle gets 409 (cancel it
+    instead; archived data is never dropped). Its owner or an administrator."""
+    campaigns.delete_campaign(ctx, me, campaign_id)
+    return Response(status_code=204)

@@ -4,6 +4,11 @@ A manifest states its slot length and data volume as expressions over its parame
 and ``rate_bps`` (the link's expected rate), e.g. ``rate_bps / 8 * duration_s * 1.2``.
 They are parsed once into a checked AST that admits only numbers, names, arithmetic,
 comparisons, conditionals and a few functions: a manifest is data, never code.
+
+Each is evaluated for every lane of every planning pass, so its size is bounded
+(:data:`MAX_CHARS`, :data:`MAX_NODES`) before and after parsing, and powers are taken
+in floating point (an integer ``10 ** 10 ** 9`` would compute for minutes; a float one
+overflows at once and is refused).
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ _FUNCTIONS: dict[str, Callable[..., float]] = {
     "floor": math.floor,
     "abs": abs,
 }
+#: Longest expression, characters, and most syntax-tree nodes: a forecast is one line.
+MAX_CHARS = 1000
+MAX_NODES = 500
+
 _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b,
     ast.Div: lambda a, b: a / b,
-    ast.Pow: lambda a, b: a**b,
+    ast.Pow: lambda a, b: float(a) ** float(b),
     ast.Mod: lambda a, b: a % b,
 }
 _CMPOPS: dict[type[ast.cmpop], Callable[[object, object], bool]] = {
@@ -56,7 +65,7 @@ class Expression:
             )
         try:
             value = _eval(self.tree.body, variables)
-        except (ArithmeticError, TypeError) as e:
+        except (ArithmeticError, TypeError, RecursionError) as e:
             raise ExpressionError(f"expression {self.source!r} failed: {e}") from e
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ExpressionError(f"expression {self.source!r} gave {value!r}, not a number")
@@ -66,12 +75,21 @@ class Expression:
 def parse_expression(source: str | float | int) -> Expression:
     """Parse and check ``source``; raise :class:`ExpressionError` naming what is refused."""
     text = str(source)
+    if len(text) > MAX_CHARS:
+        raise ExpressionError(f"expression {text[:60]!r}... is {len(text)} characters long; "
+                              f"at most {MAX_CHARS}")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise ExpressionError(f"expression {text!r} is not valid: {e.msg}") from e
+    except (RecursionError, MemoryError) as e:  # nesting too deep for the parser
+        raise ExpressionError(f"expression {text!r} is nested too deeply") from e
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise ExpressionError(f"expression {text!r} has {len(nodes)} elements; at most "
+                              f"{MAX_NODES}")
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name):
             if node.id not in _FUNCTIONS:
                 names.add(node.id)

@@ -485,7 +485,8 @@ def campaign_list(ctx: click.Context, limit: int) -> None:
         return
     for c in out:
         runs = ", ".join(f"{n} {state}" for state, n in sorted(c["runs"].items())) or "no runs"
-        click.echo(f"{c['id']} ({c['name']}), project {c['project']}: {runs}")
+        cancelled = f"; {c['cancel_reason']}" if c.get("cancelled_at") else ""
+        click.echo(f"{c['id']} ({c['name']}), project {c['project']}: {runs}{cancelled}")
         _print_decisions(c["decisions"])
 
 
@@ -504,6 +505,33 @@ def campaign_show(ctx: click.Context, campaign_id: str) -> None:
     click.echo(f"{len(out['runs'])} runs booked; {len(decisions)} decision(s)")
     _print_decisions(decisions)
     _print(out["runs"], False, RUN_COLUMNS)
+
+
+@campaign.command("cancel")
+@click.argument("campaign_id")
+@click.pass_context
+def campaign_cancel(ctx: click.Context, campaign_id: str) -> None:
+    """Stop a campaign: no more bookings, its runs not yet started cancelled (their
+    quota released); started and finished runs and their data are kept."""
+    out = _api(ctx).call("POST", f"/api/v1/campaigns/{campaign_id}/cancel")
+    if ctx.obj["json"]:
+        _print(out, True)
+        return
+    states: dict[str, int] = {}
+    for r in out["runs"]:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+    runs = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "no runs"
+    click.echo(f"campaign {out['id']} ({out['name']}): {out['cancel_reason']} at "
+               f"{out['cancelled_at']}; its runs: {runs}")
+
+
+@campaign.command("delete")
+@click.argument("campaign_id")
+@click.pass_context
+def campaign_delete(ctx: click.Context, campaign_id: str) -> None:
+    """Cancel a campaign without data and hide it (one with data: cancel it instead)."""
+    _api(ctx).call("DELETE", f"/api/v1/campaigns/{campaign_id}")
+    click.echo(f"campaign {campaign_id} deleted")
 
 
 @campaign.command("replan")

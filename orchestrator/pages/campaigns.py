@@ -1,13 +1,14 @@
 """The campaigns page: every campaign's runs by state and the planner's decisions, so a
 user sees in the browser what the API and the CLI say: which sessions were deferred,
 skipped or rejected, and why ("deferred: SIM 240-01 on se-03 would reach 97% of its
-monthly cap"). Pure: summaries in, a :class:`~.views.Page` out."""
+monthly cap"). Its owner and administrators also get Cancel and Delete buttons (plain
+POST forms; see :mod:`.routes`). Pure: summaries in, a :class:`~.views.Page` out."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.pages.views import Page, Section, Table
+from orchestrator.pages.views import Action, Page, Section, Table
 from orchestrator.schemas import CampaignSummary, DecisionPublic
 
 #: Run states in life-cycle order, for the counts.
@@ -37,16 +38,33 @@ def _decisions(c: CampaignSummary) -> Table:
         css_class="decisions")
 
 
-def campaigns_page(summaries: Sequence[CampaignSummary]) -> Page:
+def _actions(c: CampaignSummary, *, viewer: str, admin: bool) -> tuple[Action, ...]:
+    if not (admin or c.owner == viewer):
+        return ()
+    delete = Action(f"/pages/campaigns/{c.id}/delete", f"Delete {c.id}")
+    if c.cancelled_at is not None:
+        return (delete,)
+    return (Action(f"/pages/campaigns/{c.id}/cancel", f"Cancel {c.id}"), delete)
+
+
+def campaigns_page(summaries: Sequence[CampaignSummary], *, viewer: str = "",
+                   admin: bool = False) -> Page:
+    """``viewer`` (a user name) sees buttons on the campaigns they own; ``admin`` on
+    all."""
     sections = []
     for c in summaries:
         planned = c.planned_at.strftime("%Y-%m-%d %H:%M UTC") if c.planned_at else "never"
-        text = (f"Project {c.project}; submitted {c.created_at:%Y-%m-%d %H:%M} UTC, "
-                f"last planned {planned}. Runs: {_runs(c.runs)}.")
-        if not c.decisions:
+        text = (f"Project {c.project}, by {c.owner}; submitted "
+                f"{c.created_at:%Y-%m-%d %H:%M} UTC, last planned {planned}. "
+                f"Runs: {_runs(c.runs)}.")
+        if c.cancelled_at is not None:
+            text += (f" Cancelled at {c.cancelled_at:%Y-%m-%d %H:%M} UTC "
+                     f"({c.cancel_reason}): no longer planned.")
+        elif not c.decisions:
             text += " Every session it asked for is booked."
         sections.append(Section(heading=f"{c.name} ({c.id})", text=text,
-                                tables=(_decisions(c),) if c.decisions else ()))
+                                tables=(_decisions(c),) if c.decisions else (),
+                                actions=_actions(c, viewer=viewer, admin=admin)))
     return Page(
         "campaigns", "Campaigns",
         "The newest campaigns first. Decisions say what the planner could not book and "

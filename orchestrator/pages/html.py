@@ -118,6 +118,8 @@ def page_html(page: Page, *, filters: Filters, choices: Choices) -> str:
         if s.charts:
             parts.append('<div class="charts">' + "".join(s.charts) + "</div>")
         parts += [_table(t) for t in s.tables]
+        parts += [f'<form class="action" method="post" action="{esc(a.path)}">'
+                  f'<button type="submit">{esc(a.label)}</button></form>' for a in s.actions]
         parts.append("</section>")
     return document(title=page.title, body="".join(parts), current=page.slug or None)
 

@@ -18,8 +18,13 @@ an HttpOnly, SameSite=Strict cookie (not readable by scripts, not sent by other 
 requests) and checked on every request; signing out revokes the session, and revoking
 the token ends its sessions at once. Scripts may send ``Authorization: Bearer``;
 ``?token=`` on any page signs in and redirects to the same page without it (for kiosk
-screens and headless browsers; it lands in access logs, so prefer the form). The pages
-only read, so there is nothing for a forged request to do.
+screens and headless browsers; it lands in access logs, so prefer the form).
+
+The pages read, with one exception: the campaigns page has Cancel and Delete buttons
+(plain POST forms, ``/pages/campaigns/{id}/cancel`` and ``.../delete``) for the
+campaign's owner and administrators, the same service calls and checks as the API.
+A forged cross-site POST carries no cookie (SameSite=Strict), and a POST whose
+``Origin`` or ``Sec-Fetch-Site`` names another site is refused (403) besides.
 """
 
 from __future__ import annotations
@@ -32,12 +37,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.errors import Unauthorized
+from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.services.access import Readable, readable
 from orchestrator.services.auth import Principal, authenticate_user
-from orchestrator.services.campaigns import list_campaigns
+from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import list_nodes
 from orchestrator.services.quotas import list_quotas
@@ -227,8 +232,47 @@ def campaigns_list(request: Request) -> Response:
     """Campaigns and the planner's decisions: from the state database, not the store."""
     if isinstance(principal := _guard(request), Response):
         return principal
-    page = campaigns.campaigns_page(list_campaigns(_ctx(request), principal))
+    page = campaigns.campaigns_page(list_campaigns(_ctx(request), principal),
+                                    viewer=principal.name, admin=principal.is_admin)
     return _html(html.page_html(page, filters=Filters(), choices=Choices()))
+
+
+def _same_site(request: Request) -> bool:
+    """False for a POST a browser says came from another site (Origin, Sec-Fetch-Site);
+    clients that send neither (scripts, the CLI) are judged by their token alone."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        return False
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+#: How the campaign actions' errors show on a page (the API maps the same errors).
+_ACTION_STATUS: dict[type[TestbedError], int] = {NotFound: 404, Forbidden: 403, Conflict: 409}
+
+
+def _campaign_action(request: Request, act: Callable[[Principal], object]) -> Response:
+    me = _caller(request)
+    if me is None:
+        return RedirectResponse("/pages/login?next=/pages/campaigns", status_code=303)
+    if not _same_site(request):
+        return _html(html.error_html(title="Refused", message="This form was sent from "
+                                     "another site; use the campaigns page itself."), 403)
+    try:
+        act(me)
+    except (NotFound, Forbidden, Conflict) as e:
+        status = next(code for cls, code in _ACTION_STATUS.items() if isinstance(e, cls))
+        return _html(html.error_html(title="Not done", message=str(e)), status)
+    return RedirectResponse("/pages/campaigns", status_code=303)
+
+
+@router.post("/pages/campaigns/{campaign_id}/cancel")
+def campaign_cancel(request: Request, campaign_id: str) -> Response:
+    return _campaign_action(request, lambda me: cancel_campaign(_ctx(request), me, campaign_id))
+
+
+@router.post("/pages/campaigns/{campaign_id}/delete")
+def campaign_delete(request: Request, campaign_id: str) -> Response:
+    return _campaign_action(request, lambda me: delete_campaign(_ctx(request), me, campaign_id))
 
 
 @router.get("/pages/fleet", response_class=HTMLResponse)

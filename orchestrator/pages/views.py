@@ -49,12 +49,21 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Action:
+    """A button that POSTs to ``path`` (a plain form: the pages run no script)."""
+
+    path: str
+    label: str
+
+
+@dataclass(frozen=True)
 class Section:
     heading: str
     text: str = ""
     charts: tuple[str, ...] = ()  # inline SVG
     tables: tuple[Table, ...] = ()
     links: tuple[Link, ...] = ()
+    actions: tuple[Action, ...] = ()
 
 
 @dataclass(frozen=True)

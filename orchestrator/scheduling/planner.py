@@ -14,6 +14,11 @@ Pipeline, each rejection a :class:`Decision` with a :class:`ReasonCode` and a me
 - rank: idle campaigns last, then higher priority, then earlier submission;
 - select: :mod:`orchestrator.scheduling.placement` places sessions window by window.
 
+Campaigns are isolated: one whose filter or placement raises is skipped with a
+``planning_failed`` decision naming the error, its partial placement rolled back, and
+every other campaign is planned as if it were absent. A stored campaign can then never
+stop planning (or submission, which plans) for everyone.
+
 A *session* is one occurrence on one SIM group of one node: the steps repeated
 ``repetitions`` times, in order on even repetitions and reversed on odd ones, padding
 between runs and ``pause_s`` between repetitions. It is booked whole or not at all, so
@@ -42,6 +47,7 @@ from orchestrator.quotas.ledger import (
     SimKey,
     fmt_bytes,
 )
+from orchestrator.scheduling.bounds import shift
 from orchestrator.scheduling.lanes import CampaignLanes, Lane, build_lanes
 from orchestrator.scheduling.placement import (
     BusyCalendar,
@@ -64,7 +70,7 @@ from orchestrator.scheduling.snapshot import (
 
 __all__ = [
     "Booking", "CalendarEntry", "Campaign", "Decision", "DecisionKind", "EntryStatus",
-    "Plan", "ReasonCode", "SessionKey", "Snapshot", "plan", "rank",
+    "Plan", "ReasonCode", "SessionKey", "Snapshot", "failed", "plan", "rank",
 ]
 
 I32 = npt.NDArray[np.int32]
@@ -146,6 +152,16 @@ def rank(campaigns: Sequence[Campaign]) -> list[Campaign]:
                                             -c.spec.priority, c.submitted_at, c.id))
 
 
+def failed(campaign: Campaign, error: BaseException) -> Decision:
+    """The decision for a campaign whose planning raised ``error``."""
+    return Decision(
+        DecisionKind.SKIPPED, ReasonCode.PLANNING_FAILED, campaign.id,
+        f"skipped: planning this campaign failed ({type(error).__name__}: "
+        f"{str(error)[:300]}); the "
+        "other campaigns were planned without it. Cancel or delete it, or fix its spec "
+        "and submit it again")
+
+
 def plan(snapshot: Snapshot, campaigns: Sequence[Campaign], *, horizon: timedelta) -> Plan:
     """Book ``campaigns`` from ``snapshot.now`` to ``now + horizon``."""
     return _Planner(snapshot, horizon).run(rank(campaigns))
@@ -155,7 +171,7 @@ class _Planner:
     def __init__(self, snapshot: Snapshot, horizon: timedelta) -> None:
         self.snap = snapshot
         self.now = snapshot.now.astimezone(UTC)
-        self.until = self.now + horizon
+        self.until = shift(self.now, horizon)
         held = [e for e in snapshot.calendar if e.status is EntryStatus.HELD]
         earliest = min([self.now, *(e.start for e in held)])
         self.base = (earliest - timedelta(days=1)).replace(microsecond=0)
@@ -184,15 +200,35 @@ class _Planner:
         return len(self.owners) - 1
 
     def run(self, campaigns: list[Campaign]) -> Plan:
-        work = [build_lanes(c.id, c.spec, c.submitted_at, snapshot=self.snap, now=self.now,
-                            until=self.until) for c in campaigns]
-        for w in work:
+        work: list[tuple[Campaign, CampaignLanes]] = []
+        for c in campaigns:
+            try:
+                w = build_lanes(c.id, c.spec, c.submitted_at, snapshot=self.snap,
+                                now=self.now, until=self.until)
+            except Exception as e:  # isolate: see the module docstring
+                self.decisions.append(failed(c, e))
+                continue
+            work.append((c, w))
             self.decisions.extend(w.decisions)
-        self.quota = self._quota_book([lane for w in work for lane in w.lanes])
-        for i, (campaign, w) in enumerate(zip(campaigns, work, strict=True)):
+        self.quota = self._quota_book([lane for _, w in work for lane in w.lanes])
+        for i, (campaign, w) in enumerate(work):
             if w.lanes:
-                self._place(campaign, w, last=i == len(work) - 1)
+                self._place_isolated(campaign, w, last=i == len(work) - 1)
         return self._plan()
+
+    def _place_isolated(self, campaign: Campaign, w: CampaignLanes, *, last: bool) -> None:
+        """:meth:`_place`, or, if it raises, nothing: what it changed is restored."""
+        saved = (len(self.lanes), len(self.sessions), len(self.decisions),
+                 dict(self.project_spent), self.quota.committed.copy(), self.busy)
+        try:
+            self._place(campaign, w, last=last)
+        except Exception as e:  # isolate: see the module docstring
+            n_lanes, n_sessions, n_decisions, spent, committed, busy = saved
+            del self.lanes[n_lanes:], self.sessions[n_sessions:]
+            del self.decisions[n_decisions:]
+            self.project_spent, self.busy = spent, busy
+            self.quota.committed[...] = committed
+            self.decisions.append(failed(campaign, e))
 
     def _quota_book(self, lanes: list[Lane]) -> QuotaBook:
         """Arrays for every SIM the lanes touch: usable limit, period bounds covering

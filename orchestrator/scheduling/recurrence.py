@@ -29,6 +29,13 @@ from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 from orchestrator.errors import Invalid
+from orchestrator.scheduling.bounds import (
+    MAX_EVERY_HOURS,
+    MAX_OCCURRENCES,
+    next_day,
+    scaled,
+    shift,
+)
 
 
 class RecurrenceError(Invalid):
@@ -50,11 +57,12 @@ class TimeScale:
         if not self.factor > 0:
             raise RecurrenceError(f"time_scale must be > 0, not {self.factor}")
 
+    # Saturating (bounds.shift): a far date or a large factor cannot raise OverflowError.
     def to_wall(self, t: datetime) -> datetime:
-        return self.anchor + (t - self.anchor) / self.factor
+        return shift(self.anchor, scaled(t - self.anchor, 1 / self.factor))
 
     def to_campaign(self, wall: datetime) -> datetime:
-        return self.anchor + (wall - self.anchor) * self.factor
+        return shift(self.anchor, scaled(wall - self.anchor, self.factor))
 
     def offset_at(self, wall: datetime) -> timedelta:
         """How far campaign time is ahead of wall time at ``wall``: a run started then
@@ -123,12 +131,16 @@ def daily(
     if last_day < first_day:
         raise RecurrenceError(f"daily window: last day {last_day} is before first day {first_day}")
     spec = f"{begin:%H:%M}-{finish:%H:%M}"
+    days = (last_day - first_day).days + 1
+    if days > MAX_OCCURRENCES:
+        raise RecurrenceError(f"daily window {spec} from {first_day} to {last_day} is {days} "
+                              f"windows; at most {MAX_OCCURRENCES}: split the campaign")
     windows: list[Window] = []
     skipped: list[Skip] = []
     day = first_day
     while day <= last_day:
         start, _ = resolve_local(day, begin, tz)
-        end_day = day if finish > begin else day + timedelta(days=1)
+        end_day = day if finish > begin else next_day(day)
         end, _ = resolve_local(end_day, finish, tz)
         nominal = datetime.combine(day, begin).replace(tzinfo=tz, fold=0).astimezone(UTC)
         if end <= start:
@@ -138,7 +150,9 @@ def daily(
         else:
             windows.append(Window(scale.to_wall(start), scale.to_wall(end), start,
                                   f"{day} {spec} {tz.key}"))
-        day += timedelta(days=1)
+        if day == last_day:
+            break
+        day = next_day(day)
     if not windows:
         raise RecurrenceError(
             f"daily window {spec} never occurs in {tz.key} between {first_day} and "
@@ -151,8 +165,9 @@ def every(*, hours: float, start: datetime, end: datetime, scale: TimeScale) -> 
     """Windows [start + k*period, start + (k+1)*period) that begin before ``end``
     (campaign time). Each window is one period long: a session may start anywhere in
     it, so a busy node can still fit the session later in the hour."""
-    if not hours > 0:
-        raise RecurrenceError(f"every: hours must be > 0, not {hours}")
+    if not 0 < hours <= MAX_EVERY_HOURS:
+        raise RecurrenceError(f"every: hours must be > 0 and at most {MAX_EVERY_HOURS}, "
+                              f"not {hours}")
     if end <= start:
         raise RecurrenceError(
             f"every {hours} h between {start.isoformat()} and {end.isoformat()} never "
@@ -160,9 +175,13 @@ def every(*, hours: float, start: datetime, end: datetime, scale: TimeScale) -> 
         )
     period = timedelta(hours=hours)
     count = -(-(end - start) // period)  # ceil
+    if count > MAX_OCCURRENCES:
+        raise RecurrenceError(f"every {hours:g} h from {start.isoformat()} to {end.isoformat()} "
+                              f"is {count} windows; at most {MAX_OCCURRENCES}: use a longer "
+                              "period or a shorter span")
     windows = tuple(
-        Window(scale.to_wall(t), scale.to_wall(t + period), t, f"{t:%Y-%m-%d %H:%M} UTC")
-        for t in (start + k * period for k in range(count))
+        Window(scale.to_wall(t), scale.to_wall(shift(t, period)), t, f"{t:%Y-%m-%d %H:%M} UTC")
+        for t in (shift(start, k * period) for k in range(count))
     )
     return Occurrences(windows)
 

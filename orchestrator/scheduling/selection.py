@@ -13,7 +13,10 @@ are wildcards, ``a,b`` means either; quote values with spaces: ``operator:"Tele2
     not  := "NOT" not | atom       atom := "(" expr ")" | key ":" value
 
 A hand-written recursive-descent parser (a campaign spec is data, never code); errors
-name the position and show it with a caret.
+name the position and show it with a caret. Every planning pass evaluates the
+expression once per SIM of the fleet, so its size is bounded: at most
+:data:`MAX_CHARS` characters, :data:`MAX_TERMS` values and :data:`MAX_DEPTH` levels of
+parentheses and NOTs; lexing and parsing are linear in the length.
 """
 
 from __future__ import annotations
@@ -66,6 +69,18 @@ _FIELDS: dict[str, Callable[[NodeFacts, SimFacts], Iterable[str]]] = {
 }
 KEYS = tuple(sorted(_FIELDS))
 
+#: Longest expression, characters: a few lines of terms. A fleet is selected by a few
+#: keys and wildcards, not by listing thousands of values (that is what tags are for).
+MAX_CHARS = 4096
+#: Most values in one expression (each comma-separated value of a term counts): the
+#: per-SIM evaluation cost of every planning pass.
+MAX_TERMS = 256
+#: Deepest nesting of parentheses and NOTs (the parser recurses per level).
+MAX_DEPTH = 32
+#: Characters of a long expression shown around an error's position.
+_CONTEXT = 40
+_TRAILING = re.compile(r"\s*\Z")
+
 _TOKEN = re.compile(
     r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<term>(?P<key>[A-Za-z_]+)\s*:\s*
     (?P<value>"[^"]*"|[^\s()"]+)?)|(?P<word>[^\s()]+))""",
@@ -79,9 +94,12 @@ class SelectionError(Invalid):
     def __init__(self, source: str, position: int, problem: str) -> None:
         self.source = source
         self.position = position
+        start = max(0, position - _CONTEXT)
+        excerpt = source[start:position + _CONTEXT]
+        shown = source if len(source) <= 2 * _CONTEXT else f"{source[:2 * _CONTEXT]}..."
         super().__init__(
-            f"selection {source!r}: {problem} at position {position}\n"
-            f"  {source}\n  {' ' * position}^"
+            f"selection {shown!r}: {problem} at position {position}\n"
+            f"  {excerpt}\n  {' ' * (position - start)}^"
         )
 
 
@@ -94,10 +112,11 @@ class _Tok:
 
 
 def _lex(source: str) -> list[_Tok]:
+    """Tokens of ``source``, in one left-to-right pass (no slicing of the rest)."""
     toks: list[_Tok] = []
     pos = 0
     while pos < len(source):
-        if source[pos:].strip() == "":
+        if _TRAILING.match(source, pos):
             break
         m = _TOKEN.match(source, pos)
         if m is None:  # only an unterminated quote gets here
@@ -142,8 +161,24 @@ def _lex(source: str) -> list[_Tok]:
 class _Parser:
     def __init__(self, source: str) -> None:
         self.source = source
+        if len(source) > MAX_CHARS:
+            raise SelectionError(source, MAX_CHARS, f"the expression is {len(source)} "
+                                 f"characters long; at most {MAX_CHARS}: select by fewer, "
+                                 "broader terms (wildcards *, value lists a,b, or tag:)")
         self.toks = _lex(source)
+        values = 0
+        for tok in self.toks:
+            values += len(tok.values)
+            if values > MAX_TERMS:
+                raise SelectionError(source, tok.pos, f"more than {MAX_TERMS} values; select "
+                                     "by fewer, broader terms (wildcards *, or tag:)")
         self.i = 0
+        self.depth = 0
+
+    def nested(self, tok: _Tok) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.fail(tok, f"nested deeper than {MAX_DEPTH} parentheses or NOTs")
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -183,15 +218,18 @@ class _Parser:
 
     def neg(self) -> Matcher:
         if self.peek().kind == "NOT":
-            self.take()
+            self.nested(self.take())
             inner = self.neg()
+            self.depth -= 1
             return lambda n, s: not inner(n, s)
         return self.atom()
 
     def atom(self) -> Matcher:
         tok = self.take()
         if tok.kind == "(":
+            self.nested(tok)
             inner = self.expr()
+            self.depth -= 1
             close = self.take()
             if close.kind != ")":
                 raise self.fail(close, f"expected ')' to close the '(' at position {tok.pos}")

@@ -47,6 +47,9 @@ class ReasonCode(StrEnum):
     DST_GAP = "dst_gap"
     WINDOW_SHORT = "window_short"  # that day's window (shortened by DST) is too short
     MISSED = "missed"
+    #: Planning this campaign raised (a bug, or a stored spec no rule catches any
+    #: more): it was skipped, and every other campaign planned without it.
+    PLANNING_FAILED = "planning_failed"
 
 
 @dataclass(frozen=True, order=True)

@@ -23,15 +23,26 @@ time compression::
 
 from __future__ import annotations
 
-from datetime import date, datetime
-from typing import Annotated, Any, Literal
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.errors import Invalid
+from orchestrator.scheduling import bounds
 from orchestrator.scheduling.campaign import CampaignSpec
 from orchestrator.scheduling.recurrence import parse_window
 from orchestrator.scheduling.selection import Selection
+
+D = TypeVar("D", bound=date)  # a date or a datetime
 
 
 def whole_seconds(value: datetime) -> datetime:
@@ -41,10 +52,20 @@ def whole_seconds(value: datetime) -> datetime:
     return value.replace(microsecond=0)
 
 
+def in_horizon(value: D) -> D:
+    """A campaign date inside the absolute horizon (bounds.EARLIEST .. bounds.LATEST);
+    submission also holds it to a few years ahead (:func:`check_ahead`)."""
+    problem = bounds.out_of_horizon(value)
+    if problem:
+        raise ValueError(f"{problem}; campaign dates must lie between "
+                         f"{bounds.EARLIEST:%Y-%m-%d} and a few years from now")
+    return value
+
+
 class StepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    experiment: str = Field(min_length=1)
-    parameters: dict[str, Any] = {}
+    experiment: str = Field(min_length=1, max_length=64)
+    parameters: dict[str, Any] = Field({}, max_length=bounds.MAX_PARAMETERS)
 
 
 class Asap(BaseModel):
@@ -67,14 +88,37 @@ class Every(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["every"] = "every"
-    hours: float = Field(gt=0, le=24 * 366)
+    hours: float = Field(gt=0, le=bounds.MAX_EVERY_HOURS)
     start: AwareDatetime
     end: AwareDatetime
+
+    @field_validator("hours")
+    @classmethod
+    def _period(cls, value: float) -> float:
+        if value < bounds.MIN_EVERY_HOURS:
+            raise ValueError(
+                f"every {value:g} h is shorter than the shortest period, "
+                f"{bounds.MIN_EVERY_HOURS * 60:g} minutes ({bounds.MIN_EVERY_HOURS:.4f} h): "
+                "a session takes minutes; use a longer period")
+        return value
 
     @field_validator("start", "end")
     @classmethod
     def _whole_seconds(cls, value: datetime) -> datetime:
-        return whole_seconds(value)
+        return whole_seconds(in_horizon(value))
+
+    @model_validator(mode="after")
+    def _windows(self) -> Every:
+        if self.end <= self.start:
+            raise ValueError(f"end {self.end.isoformat()} is not after start "
+                             f"{self.start.isoformat()}")
+        count = -(-(self.end - self.start) // timedelta(hours=self.hours))
+        if count > bounds.MAX_OCCURRENCES:
+            raise ValueError(
+                f"every {self.hours:g} h from {self.start.isoformat()} to "
+                f"{self.end.isoformat()} is {count} windows; a campaign may have at most "
+                f"{bounds.MAX_OCCURRENCES}: use a longer period (hours) or an earlier end")
+        return self
 
 
 class Daily(BaseModel):
@@ -83,9 +127,25 @@ class Daily(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["daily"] = "daily"
-    window: str
+    window: str = Field(max_length=32)
     first_day: date
     last_day: date
+
+    @field_validator("first_day", "last_day")
+    @classmethod
+    def _in_horizon(cls, value: date) -> date:
+        return in_horizon(value)
+
+    @model_validator(mode="after")
+    def _windows(self) -> Daily:
+        days = (self.last_day - self.first_day).days + 1
+        if days < 1:
+            raise ValueError(f"last_day {self.last_day} is before first_day {self.first_day}")
+        if days > bounds.MAX_OCCURRENCES:
+            raise ValueError(
+                f"{self.first_day} to {self.last_day} is {days} daily windows; a campaign "
+                f"may have at most {bounds.MAX_OCCURRENCES}: use an earlier last_day")
+        return self
 
     @field_validator("window")
     @classmethod
@@ -104,12 +164,14 @@ class CampaignSpecV2(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: Literal[2] = 2
     name: str = Field(min_length=1, max_length=128)
-    project: str = "default"
-    #: Tag expression (see ``selection.py``); None selects every SIM of the fleet.
+    project: str = Field("default", min_length=1, max_length=64)
+    #: Tag expression (see ``selection.py``; its length and terms are bounded there);
+    #: None selects every SIM of the fleet.
     select: str | None = None
     #: Explicit node ids; combined with ``select`` by AND when both are given.
-    nodes: list[str] = []
-    steps: list[StepSpec] = Field(min_length=1)
+    nodes: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        [], max_length=bounds.MAX_NODES)
+    steps: list[StepSpec] = Field(min_length=1, max_length=bounds.MAX_STEPS)
     #: Repetitions within a session; odd ones run the steps in reverse order.
     repetitions: int = Field(1, ge=1, le=1000)
     #: Pause between repetitions within a session, seconds (ABw-TAT-ABw: 300).
@@ -121,14 +183,39 @@ class CampaignSpecV2(BaseModel):
     #: soon as possible.
     missed: Literal["skip", "catch_up"] = "skip"
     #: Campaign time runs this many times faster than wall time (60: an hour a minute),
-    #: from ``time_anchor`` (default: submission time). For demos and tests.
-    time_scale: float = Field(1.0, gt=0, le=1e6)
+    #: from ``time_anchor`` (default: submission time). For demos and tests; never
+    #: slower than wall time (that would stretch windows past any horizon).
+    time_scale: float = Field(1.0, ge=1, le=1e6)
     time_anchor: AwareDatetime | None = None
 
     @field_validator("time_anchor")
     @classmethod
     def _anchor_whole_seconds(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else whole_seconds(value)
+        return None if value is None else whole_seconds(in_horizon(value))
+
+    @model_validator(mode="after")
+    def _runs_per_session(self) -> CampaignSpecV2:
+        runs = self.repetitions * len(self.steps)
+        if runs > bounds.MAX_RUNS_PER_SESSION:
+            raise ValueError(
+                f"a session of {len(self.steps)} step(s) x {self.repetitions} repetitions is "
+                f"{runs} runs; at most {bounds.MAX_RUNS_PER_SESSION}: fewer repetitions or "
+                "steps, or a second campaign")
+        return self
+
+    def dates(self) -> list[tuple[str, datetime]]:
+        """Every date the spec names, as UTC instants (days at their midnight), with
+        its field name: what :func:`check_ahead` holds to the horizon."""
+        out: list[tuple[str, datetime]] = []
+        r = self.recurrence
+        if isinstance(r, Every):
+            out += [("recurrence.start", r.start), ("recurrence.end", r.end)]
+        elif isinstance(r, Daily):
+            out += [(f"recurrence.{name}", datetime(d.year, d.month, d.day, tzinfo=UTC))
+                    for name, d in (("first_day", r.first_day), ("last_day", r.last_day))]
+        if self.time_anchor is not None:
+            out.append(("time_anchor", self.time_anchor))
+        return out
 
     @field_validator("select")
     @classmethod
@@ -139,6 +226,18 @@ class CampaignSpecV2(BaseModel):
             except Invalid as e:  # the message shows the position with a caret
                 raise ValueError(str(e)) from e
         return value
+
+
+def check_ahead(spec: CampaignSpecV2, *, now: datetime, max_ahead: timedelta) -> None:
+    """Refuse a spec with a date more than ``max_ahead`` after ``now`` (at submission;
+    settings.scheduling.campaign_max_ahead_days), naming each such field."""
+    latest = min(bounds.shift(now, max_ahead), bounds.LATEST)
+    late = [f"{name} {value.isoformat()}" for name, value in spec.dates() if value > latest]
+    if late:
+        raise Invalid(
+            f"campaign spec: {', '.join(late)} is after {latest:%Y-%m-%d %H:%M} UTC; dates may "
+            f"lie at most {max_ahead.days} days ahead: submit a later part of a long "
+            "campaign when its time comes")
 
 
 def from_v1(spec: CampaignSpec) -> CampaignSpecV2:

@@ -70,9 +70,11 @@ def readable_run(s: Session, scope: ReadScope, run_id: str) -> Run:
 
 
 def readable_campaign(s: Session, scope: ReadScope, campaign_id: str) -> Campaign:
-    """The campaign, or NotFound whether it does not exist or is another project's."""
+    """The campaign, or NotFound whether it does not exist, was deleted or is another
+    project's."""
     campaign = s.get(Campaign, campaign_id)
-    if campaign is None or not scope.allows(campaign.project_id):
+    if (campaign is None or campaign.deleted_at is not None
+            or not scope.allows(campaign.project_id)):
         raise NotFound(f"no campaign {campaign_id!r} in your projects")
     return campaign
 

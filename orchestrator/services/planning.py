@@ -29,8 +29,10 @@ from orchestrator.model.ids import CampaignId, NodeId, new_run_id
 from orchestrator.scheduling.planner import (
     CalendarEntry,
     Decision,
+    DecisionKind,
     EntryStatus,
     Plan,
+    ReasonCode,
     SessionKey,
     Snapshot,
     plan,
@@ -205,13 +207,20 @@ def _write_bookings(ctx: Context, s: Session, result: Plan, rows: dict[str, Camp
 def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
     """Plan every planner-managed campaign inside the caller's unit of work (the caller
     holds ``ctx.plan_lock``)."""
-    rows = {r.id: r for r in s.scalars(select(Campaign).where(Campaign.planned_at.is_not(None)))}
+    rows = {r.id: r for r in s.scalars(select(Campaign).where(
+        Campaign.planned_at.is_not(None), Campaign.cancelled_at.is_(None),
+        Campaign.deleted_at.is_(None)))}
     campaigns: list[PlanCampaign] = []
     for row in rows.values():
         try:
             spec = parse_spec(row.spec)
         except Invalid as e:  # stored before a validation rule tightened: say so
             log.error("campaign %s cannot be planned: %s", row.id, e)
+            row.decisions = [decision_doc(Decision(
+                DecisionKind.SKIPPED, ReasonCode.BAD_SPEC, CampaignId(row.id),
+                f"skipped: its stored spec no longer passes validation ({e}); cancel or "
+                "delete it and submit a corrected one"))]
+            row.planned_at = now
             continue
         # Whole seconds: the planner names sessions by their window's start in seconds.
         campaigns.append(PlanCampaign(CampaignId(row.id), spec,

@@ -168,6 +168,13 @@ class Campaign(Base):
     planned_at: Mapped[datetime | None]
     #: The last plan's decisions (deferred / skipped / rejected, with reasons).
     decisions: Mapped[list[Any] | None] = mapped_column(JSON)
+    #: When it was cancelled, and by whom: no longer planned; its runs that had not
+    #: started were cancelled, the others (and their data) kept.
+    cancelled_at: Mapped[datetime | None]
+    cancel_reason: Mapped[str | None] = mapped_column(Text)
+    #: When it was deleted: hidden from lists and lookups (services.campaigns). Only a
+    #: campaign without data may be, so its rows stay as the runs' and quotas' journal.
+    deleted_at: Mapped[datetime | None]
 
 
 class Run(Base):

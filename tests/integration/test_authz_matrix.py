@@ -240,6 +240,15 @@ def sign_in(w: World, subject: str) -> Call:
                 headers={"content-type": "application/x-www-form-urlencoded"})
 
 
+def fresh_p1_campaign(suffix: str = "") -> Prepare:
+    """A campaign of m1's in p1, made for this cell (cancel and delete change it)."""
+    def prepare(w: World, _subject: str) -> Call:
+        r = w.client.post("/api/v1/campaigns", headers=w.headers("m1"), json=CAMPAIGN)
+        assert r.status_code == 201, r.text
+        return Call(f"{'/pages' if suffix else '/api/v1'}/campaigns/{r.json()['id']}{suffix}")
+    return prepare
+
+
 CAMPAIGN = {"version": 2, "name": "matrix", "project": "p1", "nodes": ["se-02"],
             "steps": [{"experiment": "tat", "parameters": {"duration_s": 5}}]}
 RUN = {"experiment": "tat", "node": "se-02", "interface": "op0", "project": "p1",
@@ -306,6 +315,9 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
     ("GET", "/api/v1/campaigns"): (ANY_USER, fixed("/api/v1/campaigns")),
     ("GET", "/api/v1/campaigns/{campaign_id}"): (P1_ONLY, lambda w, _s: Call(
         f"/api/v1/campaigns/{w.campaign_p1}")),
+    ("POST", "/api/v1/campaigns/{campaign_id}/cancel"): (P1_ONLY, lambda w, _s: Call(
+        f"/api/v1/campaigns/{w.campaign_p1}/cancel")),
+    ("DELETE", "/api/v1/campaigns/{campaign_id}"): (P1_ONLY, fresh_p1_campaign()),
     # the agent API: node tokens only, each node its own runs
     ("POST", "/api/v1/agent/register"): (NODE_ONLY, registration),
     ("POST", "/api/v1/agent/heartbeat"): (NODE_ONLY, heartbeat),
@@ -323,6 +335,10 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
     ("GET", "/pages/time-of-day"): (PAGE, fixed("/pages/time-of-day")),
     ("GET", "/pages/campaigns"): (PAGE, fixed("/pages/campaigns")),
     ("GET", "/pages/fleet"): (PAGE, fixed("/pages/fleet")),
+    ("POST", "/pages/campaigns/{campaign_id}/cancel"): ((303, 303, 404, LOGIN, LOGIN),
+                                                         fresh_p1_campaign("/cancel")),
+    ("POST", "/pages/campaigns/{campaign_id}/delete"): ((303, 303, 404, LOGIN, LOGIN),
+                                                         fresh_p1_campaign("/delete")),
     ("GET", "/pages/login"): (PUBLIC, fixed("/pages/login")),
     ("POST", "/pages/login"): ((303, 303, 303, 401, 401), sign_in),
     ("POST", "/pages/logout"): ((303,) * 5, fixed("/pages/logout")),

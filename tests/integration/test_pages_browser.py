@@ -320,6 +320,10 @@ def test_campaigns_page_shows_why_sessions_were_not_booked(served: Served) -> No
     assert "node_unavailable" in text and decision["message"] in text
     assert "Runs: no runs booked." in text
     assert not dom.having("form", "filters")  # the campaigns list takes no filters
+    # its owner (here the administrator) gets Cancel and Delete buttons: POST forms
+    actions = {a.get("action") for a in dom.having("form", "action")}
+    assert actions == {f"/pages/campaigns/{campaign['id']}/cancel",
+                       f"/pages/campaigns/{campaign['id']}/delete"}
 
 
 def test_fleet_page_puts_nodes_needing_a_look_first(served: Served) -> None:

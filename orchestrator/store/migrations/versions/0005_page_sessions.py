@@ -1,8 +1,8 @@
 """Server-side sessions of the pages: signing out revokes the session, so a copied
 cookie stops working at once.
 
-Revision ID: 0009
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-11-25 03:10:00.000000
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
