@@ -67,39 +67,52 @@ def _finish_full_part(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         _finalize(ctx, s, run, up)
 
 
+def _drop_part_once_committed(ctx: Context, status: wire.UploadStatus) -> wire.UploadStatus:
+    """A complete upload's part is dropped only after the run's bundle is committed:
+    should the process stop before, the part still holds every byte, and the agent's
+    next call verifies it again instead of sending it all once more."""
+    if status.complete:
+        ctx.archive.reset_part(status.run_id)
+    return status
+
+
 def create_upload(
     ctx: Context, token: str | None, run_id: str, body: wire.UploadCreate
 ) -> wire.UploadStatus:
-    limit = ctx.settings.uploads.max_bundle_bytes
     with ctx.db.session() as s:
         node = authenticate_node(s, token)
-        run = _run_of_node(s, node, run_id)
-        if run.bundle_sha256 is not None:
-            if run.bundle_sha256 != body.sha256:
-                raise Conflict(
-                    f"run {run_id} already has an archived bundle ({run.bundle_sha256[:12]}); "
-                    "a different one cannot replace it"
-                )
-            return wire.UploadStatus(
-                run_id=run_id, size=body.size, sha256=body.sha256, offset=body.size, complete=True
+        status = _declare(ctx, s, _run_of_node(s, node, run_id), body)
+    return _drop_part_once_committed(ctx, status)
+
+
+def _declare(ctx: Context, s: Session, run: Run, body: wire.UploadCreate) -> wire.UploadStatus:
+    if run.bundle_sha256 is not None:
+        if run.bundle_sha256 != body.sha256:
+            raise Conflict(
+                f"run {run.id} already has an archived bundle ({run.bundle_sha256[:12]}); "
+                "a different one cannot replace it"
             )
-        _refuse_unless_results_can_exist(s, run)
-        if body.size > limit:
-            raise TooLarge(
-                f"bundle of {body.size} bytes is over the {limit}-byte limit; capture less "
-                "(shorter snap length) or raise TESTBED_UPLOADS__MAX_BUNDLE_BYTES"
-            )
-        now = ctx.clock.now()
-        up = s.get(Upload, run_id)
-        if up is None or up.sha256 != body.sha256 or up.size != body.size:
-            if up is None:
-                up = Upload(run_id=run_id, created_at=now, size=body.size, sha256=body.sha256)
-                s.add(up)
-            ctx.archive.reset_part(run_id)
-            up.size, up.sha256 = body.size, body.sha256
-        up.updated_at = now  # the agent is back: its part is not idle
-        _finish_full_part(ctx, s, run, up)
-        return _status(ctx, run, up)
+        return wire.UploadStatus(
+            run_id=run.id, size=body.size, sha256=body.sha256, offset=body.size, complete=True
+        )
+    _refuse_unless_results_can_exist(s, run)
+    limit = ctx.settings.uploads.max_bundle_bytes
+    if body.size > limit:
+        raise TooLarge(
+            f"bundle of {body.size} bytes is over the {limit}-byte limit; capture less "
+            "(shorter snap length) or raise TESTBED_UPLOADS__MAX_BUNDLE_BYTES"
+        )
+    now = ctx.clock.now()
+    up = s.get(Upload, run.id)
+    if up is None or up.sha256 != body.sha256 or up.size != body.size:
+        if up is None:
+            up = Upload(run_id=run.id, created_at=now, size=body.size, sha256=body.sha256)
+            s.add(up)
+        ctx.archive.reset_part(run.id)
+        up.size, up.sha256 = body.size, body.sha256
+    up.updated_at = now  # the agent is back: its part is not idle
+    _finish_full_part(ctx, s, run, up)
+    return _status(ctx, run, up)
 
 
 def upload_status(ctx: Context, token: str | None, run_id: str) -> wire.UploadStatus:
@@ -128,14 +141,15 @@ def append_chunk(
             raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
         _finish_full_part(ctx, s, run, up)
         if _complete(run, up):
-            return _status(ctx, run, up)
-        held = ctx.archive.part_size(run_id)
-        if offset != held:  # checked again under the part's lock as it is written
-            raise Conflict(str(OffsetMismatch(run_id, held=held, offset=offset)), offset=held)
-        if offset + len(data) > up.size:
-            raise Invalid(f"chunk ends at {offset + len(data)}, past the declared size {up.size}")
-        check_node_cap(ctx, s, node_id=node.id, run_id=run_id, held_after=offset + len(data))
+            return _drop_part_once_committed(ctx, _status(ctx, run, up))
         try:
+            held = ctx.archive.part_size(run_id)
+            if offset != held:  # before any other check; again under the part's lock
+                raise OffsetMismatch(run_id, held=held, offset=offset)
+            end = offset + len(data)
+            if end > up.size:
+                raise Invalid(f"chunk ends at {end}, past the declared size {up.size}")
+            check_node_cap(ctx, s, node_id=node.id, run_id=run_id, held_after=end)
             held = ctx.archive.append_part(run_id, offset=offset, data=data)
         except OffsetMismatch as e:
             raise Conflict(str(e), offset=e.held) from e
@@ -143,7 +157,8 @@ def append_chunk(
         up.updated_at = ctx.clock.now()
         if held == up.size:
             _finalize(ctx, s, run, up)
-        return _status(ctx, run, up)
+        status = _status(ctx, run, up)
+    return _drop_part_once_committed(ctx, status)
 
 
 def _refused(ctx: Context, run: Run, reason: str) -> UploadFailed:
@@ -198,7 +213,6 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         s.flush()
     run.bundle_sha256 = bundle.sha256
     run.measured_rate_bps = rate_in_bundle(ctx, run.experiment, data)
-    ctx.archive.reset_part(run.id)
     note = (
         f"bundle {bundle.sha256[:12]} verified and archived ({len(contents.files)} files, "
         f"{up.size} bytes)"
