@@ -17,7 +17,8 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,7 @@ class OffsetMismatch(TestbedError):
     """A chunk aimed at another offset than where the part ends; ``held`` is the end."""
 
     def __init__(self, run_id: str, *, held: int, offset: int) -> None:
-        super().__init__(
-            f"upload of run {run_id} is at offset {held}, not {offset}; resume there"
-        )
+        super().__init__(f"upload of run {run_id} is at offset {held}, not {offset}; resume there")
         self.held = held
 
 
@@ -44,6 +43,22 @@ def _unlinked(fd: int, path: Path) -> bool:
         return os.stat(path).st_ino != os.fstat(fd).st_ino
     except FileNotFoundError:
         return True
+
+
+@contextmanager
+def _existing_locked(path: Path, operation: int) -> Iterator[int | None]:
+    """The part file at ``path`` under ``operation`` (a flock), or None when there is
+    none, or it was removed while we waited for the lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        fcntl.flock(fd, operation)
+        yield None if _unlinked(fd, path) else fd
+    finally:
+        os.close(fd)
 
 
 def _open_locked(path: Path, run_id: str) -> int:
@@ -111,34 +126,18 @@ class Archive:
     def part_size(self, run_id: str) -> int:
         """Bytes held for ``run_id``: 0 when there is no part (never sent, expired or
         reset). Read under a shared lock, so never while a chunk is half written."""
-        path = self.part_path(run_id)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return 0
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return 0 if _unlinked(fd, path) else os.fstat(fd).st_size
-        finally:
-            os.close(fd)
+        with _existing_locked(self.part_path(run_id), fcntl.LOCK_SH) as fd:
+            return 0 if fd is None else os.fstat(fd).st_size
 
     def reset_part(self, run_id: str) -> int:
         """Drop the bytes held for ``run_id`` and return how many there were. A file
         system change, so it outlives any database rollback: nothing is held after."""
         path = self.part_path(run_id)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return 0
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if _unlinked(fd, path):
+        with _existing_locked(path, fcntl.LOCK_EX) as fd:
+            if fd is None:
                 return 0
-            size = os.fstat(fd).st_size
             path.unlink()
-            return size
-        finally:
-            os.close(fd)
+            return os.fstat(fd).st_size
 
     def append_part(self, run_id: str, *, offset: int, data: bytes) -> int:
         """Write ``data`` where the part ends and return the bytes held after it.

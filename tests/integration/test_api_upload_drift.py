@@ -67,17 +67,24 @@ def _assert_done_once(api: Api, run_id: str, data: bytes) -> None:
     assert not list(api.settings.upload_dir.glob("*.part"))
 
 
+def _partly_sent(api: Api, tmp_path: Path, *, share: int) -> tuple[str, str, bytes, int]:
+    """A run in ``uploading`` with the first 1/``share`` of its bundle (200 kB,
+    incompressible) sent: its node's token, its id, the bundle, the bytes sent."""
+    token, run_id = _running_run(api)
+    data = _bundle(tmp_path, run_id, payload=os.urandom(200_000))
+    sent = len(data) // share
+    _create(api, token, run_id, data)
+    assert _patch(api, token, run_id, 0, data[:sent]).json()["offset"] == sent
+    return token, run_id, data, sent
+
+
 # -- drift cases -----------------------------------------------------------------------
 
 
 def test_expired_part_is_reported_as_nothing_held_and_sent_again(
     api: Api, tmp_path: Path
 ) -> None:
-    token, run_id = _running_run(api)
-    data = _bundle(tmp_path, run_id, payload=os.urandom(200_000))
-    half = len(data) // 2
-    _create(api, token, run_id, data)
-    assert _patch(api, token, run_id, 0, data[:half]).json()["offset"] == half
+    token, run_id, data, half = _partly_sent(api, tmp_path, share=2)
 
     api.clock.advance(api.settings.uploads.part_idle_expire_s + 60)
     reap(_ctx(api))
@@ -111,11 +118,7 @@ def _crash_at_commit(api: Api) -> Iterator[None]:
 def test_crash_between_storing_a_chunk_and_committing_keeps_offset_and_bytes_together(
     api: Api, tmp_path: Path
 ) -> None:
-    token, run_id = _running_run(api)
-    data = _bundle(tmp_path, run_id, payload=os.urandom(200_000))
-    third = len(data) // 3
-    _create(api, token, run_id, data)
-    _patch(api, token, run_id, 0, data[:third])
+    token, run_id, data, third = _partly_sent(api, tmp_path, share=3)
     with _crash_at_commit(api), pytest.raises(Crash):
         _patch(api, token, run_id, third, data[third : 2 * third])
     # the chunk is stored, so it is held, and the offset says so
@@ -127,11 +130,7 @@ def test_crash_between_storing_a_chunk_and_committing_keeps_offset_and_bytes_tog
 def test_crash_after_the_last_byte_is_verified_when_the_agent_comes_back(
     api: Api, tmp_path: Path
 ) -> None:
-    token, run_id = _running_run(api)
-    data = _bundle(tmp_path, run_id, payload=os.urandom(200_000))
-    half = len(data) // 2
-    _create(api, token, run_id, data)
-    _patch(api, token, run_id, 0, data[:half])
+    token, run_id, data, half = _partly_sent(api, tmp_path, share=2)
     with _crash_at_commit(api), pytest.raises(Crash):
         _patch(api, token, run_id, half, data[half:])
     assert _run(api, run_id)["state"] == "uploading"
@@ -183,11 +182,7 @@ def test_partial_write_on_a_full_disk_is_cut_back_to_what_was_held(
 
 
 def test_only_idle_unfinished_parts_expire(api: Api, tmp_path: Path) -> None:
-    token, run_id = _running_run(api)
-    data = _bundle(tmp_path, run_id, payload=os.urandom(200_000))
-    half = len(data) // 2
-    _create(api, token, run_id, data)
-    _patch(api, token, run_id, 0, data[:half])
+    token, run_id, data, half = _partly_sent(api, tmp_path, share=2)
     idle = api.settings.uploads.part_idle_expire_s
 
     api.clock.advance(idle - 60)
