@@ -127,7 +127,8 @@ class UploadStatus(_Wire):
 
 class UploadFault(StrEnum):
     """Why the last byte of an upload did not complete it; sent as ``fault`` beside
-    ``detail`` in a 422 body, so the agent decides on meaning, not on wording."""
+    ``detail`` in the 422 body (``{"detail": "...", "fault": "corrupted"}``), so the
+    agent decides on meaning, not on wording. A 422 without it is refused as sent."""
 
     #: The bytes held hash to something else than declared (damaged in transit). The
     #: orchestrator has dropped them: send the whole bundle again from offset 0.
@@ -135,13 +136,6 @@ class UploadFault(StrEnum):
     #: Inspection refused the bundle itself (path traversal, links, a bomb, a manifest
     #: that names another run): sending the same bytes again can never succeed.
     REFUSED = "refused"
-
-
-class UploadError(_Wire):
-    """The body of a 422 on an upload chunk."""
-
-    detail: str
-    fault: UploadFault
 
 
 UPLOAD_OFFSET_HEADER = "Upload-Offset"
