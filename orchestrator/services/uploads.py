@@ -139,26 +139,32 @@ def append_chunk(
         up = s.get(Upload, run_id)
         if up is None:
             raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
-        _finish_full_part(ctx, s, run, up)
-        if _complete(run, up):
-            return _drop_part_once_committed(ctx, _status(ctx, run, up))
-        try:
-            held = ctx.archive.part_size(run_id)
-            if offset != held:  # before any other check; again under the part's lock
-                raise OffsetMismatch(run_id, held=held, offset=offset)
-            end = offset + len(data)
-            if end > up.size:
-                raise Invalid(f"chunk ends at {end}, past the declared size {up.size}")
-            check_node_cap(ctx, s, node_id=node.id, run_id=run_id, held_after=end)
-            held = ctx.archive.append_part(run_id, offset=offset, data=data)
-        except OffsetMismatch as e:
-            raise Conflict(str(e), offset=e.held) from e
-        up.bytes_received += len(data)
-        up.updated_at = ctx.clock.now()
-        if held == up.size:
-            _finalize(ctx, s, run, up)
-        status = _status(ctx, run, up)
+        status = _append(ctx, s, run, up, offset=offset, data=data)
     return _drop_part_once_committed(ctx, status)
+
+
+def _append(
+    ctx: Context, s: Session, run: Run, up: Upload, *, offset: int, data: bytes
+) -> wire.UploadStatus:
+    _finish_full_part(ctx, s, run, up)
+    if _complete(run, up):
+        return _status(ctx, run, up)
+    try:
+        held = ctx.archive.part_size(run.id)
+        if offset != held:  # before any other check; again under the part's lock
+            raise OffsetMismatch(run.id, held=held, offset=offset)
+        end = offset + len(data)
+        if end > up.size:
+            raise Invalid(f"chunk ends at {end}, past the declared size {up.size}")
+        check_node_cap(ctx, s, node_id=run.node_id, run_id=run.id, held_after=end)
+        held = ctx.archive.append_part(run.id, offset=offset, data=data)
+    except OffsetMismatch as e:
+        raise Conflict(str(e), offset=e.held) from e
+    up.bytes_received += len(data)
+    up.updated_at = ctx.clock.now()
+    if held == up.size:
+        _finalize(ctx, s, run, up)
+    return _status(ctx, run, up)
 
 
 def _refused(ctx: Context, run: Run, reason: str) -> UploadFailed:
