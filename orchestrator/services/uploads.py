@@ -146,8 +146,11 @@ def append_chunk(
 def _append(
     ctx: Context, s: Session, run: Run, up: Upload, *, offset: int, data: bytes
 ) -> wire.UploadStatus:
-    _finish_full_part(ctx, s, run, up)
     if _complete(run, up):
+        return _status(ctx, run, up)
+    _refuse_unless_results_can_exist(s, run)  # also for uploads declared before the rule
+    _finish_full_part(ctx, s, run, up)
+    if _complete(run, up):  # the full part it found is verified and archived
         return _status(ctx, run, up)
     try:
         held = ctx.archive.part_size(run.id)

@@ -24,6 +24,7 @@ from sqlalchemy import event
 from orchestrator.services.context import Context
 from orchestrator.services.reaper import reap
 from orchestrator.settings import UploadSettings
+from orchestrator.store.tables import Upload
 from tests.integration.conftest import Api
 from tests.integration.test_api_uploads import (
     BUNDLE_URL,
@@ -255,6 +256,22 @@ def test_bundle_for_a_run_that_has_not_run_is_refused_and_the_real_one_lands(
     _create(api, token, run_id, data)
     assert _patch(api, token, run_id, 0, data).json()["complete"]
     _assert_done_once(api, run_id, data)
+
+
+def test_chunks_for_a_run_that_has_not_run_are_refused_even_if_declared_before(
+    api: Api, tmp_path: Path
+) -> None:
+    """An upload declared before the rule existed (an old database) takes no chunk."""
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run_id = api.submit("se-01")["id"]
+    data = _bundle(tmp_path, run_id, payload=b"forged")
+    with _ctx(api).db.session() as s:
+        s.add(Upload(run_id=run_id, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                     created_at=api.clock.now(), updated_at=api.clock.now()))
+    r = _patch(api, token, run_id, 0, data)
+    assert r.status_code == 409 and r.json()["state"] == "scheduled", r.text
+    assert _run(api, run_id)["bundle_sha256"] is None
+    assert not list(api.settings.archive_dir.rglob("bundle.tar.gz"))
 
 
 def test_a_run_cancelled_before_it_started_takes_no_bundle(api: Api, tmp_path: Path) -> None:
