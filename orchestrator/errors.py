@@ -3,6 +3,8 @@ them to HTTP status codes, and the CLI to exit codes. Messages say what to do.""
 
 from __future__ import annotations
 
+from testbed_common.wire import UploadFault
+
 
 class TestbedError(Exception):
     """Base of every error the orchestrator raises on purpose."""
@@ -26,6 +28,15 @@ class Invalid(TestbedError):
     """Input that can never succeed as sent (bad spec, unknown parameter)."""
 
 
+class UploadFailed(Invalid):
+    """An upload whose bytes cannot become the run's bundle as sent. ``fault`` says what
+    the sender can do: send it all again (corrupted in transit) or nothing (refused)."""
+
+    def __init__(self, message: str, *, fault: UploadFault) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
 class Conflict(TestbedError):
     """Valid input that clashes with stored state (final run, offset mismatch)."""
 
@@ -36,3 +47,8 @@ class Conflict(TestbedError):
 
 class TooLarge(TestbedError):
     pass
+
+
+class OverCapacity(TestbedError):
+    """A share of the orchestrator's storage is used up for now (a node's unfinished
+    uploads); it frees as uploads complete or expire, so the sender retries later."""

@@ -73,6 +73,24 @@ class UploadSettings(BaseModel):
     max_chunk_bytes: int = Field(16 * 1024**2, gt=0)
     #: What a bundle may unpack to, bytes (zip-bomb guard).
     max_unpacked_bytes: int = Field(2 * 1024**3, gt=0)
+    #: An unfinished upload with no chunk for this long is dropped, seconds; its agent,
+    #: should it come back, resends from offset 0. 3 days: a node off over a weekend
+    #: resumes, and a part abandoned for good (its run's bundle lost or refused on the
+    #: node) stops taking disk long before its run's 14-day bundle wait ends.
+    part_idle_expire_s: float = Field(3 * 86400.0, gt=0)
+    #: Bytes one node may hold in unfinished uploads at once. An agent uploads one
+    #: bundle at a time, so two largest bundles (1 GiB) leave room for one abandoned
+    #: part; a node over it gets 507 and retries once parts expire.
+    max_part_bytes_per_node: int = Field(1024**3, gt=0)
+
+    @model_validator(mode="after")
+    def _room_for_one_bundle(self) -> UploadSettings:
+        if self.max_part_bytes_per_node < self.max_bundle_bytes:
+            raise ValueError(
+                "max_part_bytes_per_node must be at least max_bundle_bytes, or the largest "
+                "bundle could never be uploaded"
+            )
+        return self
 
 
 class SchedulingSettings(BaseModel):

@@ -8,6 +8,7 @@ a 60 s heartbeat and prefetched a few tasks; we do the same). Field units are in
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,6 +123,19 @@ class UploadStatus(_Wire):
     sha256: str
     offset: int
     complete: bool
+
+
+class UploadFault(StrEnum):
+    """Why the last byte of an upload did not complete it; sent as ``fault`` beside
+    ``detail`` in the 422 body (``{"detail": "...", "fault": "corrupted"}``), so the
+    agent decides on meaning, not on wording. A 422 without it is refused as sent."""
+
+    #: The bytes held hash to something else than declared (damaged in transit). The
+    #: orchestrator has dropped them: send the whole bundle again from offset 0.
+    CORRUPTED = "corrupted"
+    #: Inspection refused the bundle itself (path traversal, links, a bomb, a manifest
+    #: that names another run): sending the same bytes again can never succeed.
+    REFUSED = "refused"
 
 
 UPLOAD_OFFSET_HEADER = "Upload-Offset"

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from node_agent import __version__
 from node_agent.errors import (
+    Corrupted,
     NotFound,
     OffsetMismatch,
     OrchestratorUnreachable,
@@ -44,6 +45,17 @@ def _detail(response: httpx.Response) -> str:
     if isinstance(body, dict) and "detail" in body:
         return str(body["detail"])[:1000]
     return str(body)[:500]
+
+
+def _corrupted(response: httpx.Response) -> bool:
+    """A 422 that says the bytes were damaged in transit (resend), not refused."""
+    if response.status_code != 422:
+        return False
+    try:
+        fault = response.json().get("fault")
+    except (ValueError, AttributeError):
+        return False
+    return bool(fault == wire.UploadFault.CORRUPTED)
 
 
 class OrchestratorClient:
@@ -106,7 +118,9 @@ class OrchestratorClient:
             ) from e
 
     @staticmethod
-    def _unexpected(response: httpx.Response) -> Rejected:
+    def _unexpected(response: httpx.Response) -> Rejected | Corrupted:
+        if _corrupted(response):
+            return Corrupted(f"{response.request.url.path}: {_detail(response)}")
         return Rejected(
             f"{response.request.method} {response.request.url.path}: "
             f"HTTP {response.status_code}: {_detail(response)}",

@@ -36,8 +36,14 @@ class OffsetMismatch(AgentError):
         self.offset = offset
 
 
+class Corrupted(AgentError):
+    """422 ``fault: corrupted``: the bytes the orchestrator held hashed to something
+    else than declared (damaged in transit). It dropped them: send again from offset 0."""
+
+
 class Rejected(AgentError):
-    """4xx the agent cannot fix by retrying (422 failed verification, 413, 409 on create)."""
+    """4xx the agent cannot fix by retrying (422 refused by inspection, 413, 409 on
+    create): the bundle is kept aside in ``rejected/``, never sent again."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)

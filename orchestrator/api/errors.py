@@ -11,9 +11,11 @@ from orchestrator.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    OverCapacity,
     TestbedError,
     TooLarge,
     Unauthorized,
+    UploadFailed,
 )
 from orchestrator.timeseries.influx import TimeSeriesUnavailable
 
@@ -25,6 +27,7 @@ STATUS: dict[type[TestbedError], int] = {
     Conflict: 409,
     TooLarge: 413,
     StorageError: 507,
+    OverCapacity: 507,
     TimeSeriesUnavailable: 503,
 }
 
@@ -36,5 +39,7 @@ def install(app: FastAPI) -> None:
         body: dict[str, object] = {"detail": str(exc)}
         if isinstance(exc, Conflict):
             body.update(exc.details)
+        if isinstance(exc, UploadFailed):
+            body["fault"] = exc.fault.value
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse(body, status_code=status, headers=headers)

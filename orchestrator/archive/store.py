@@ -4,14 +4,21 @@ Layout: ``<root>/<campaign or adhoc>/<node>/<run>/bundle.tar.gz`` beside
 ``bundle.sha256`` (sha256sum format) and the bundle's ``manifest.json``. Every write
 goes to a temporary name, is fsynced, then renamed, so a crash or a full disk never
 leaves a half bundle under the final name.
+
+Uploads in progress are ``<uploads>/<run>.part``; the part's size is the upload's
+offset (nothing else records it), so the bytes held and the offset reported can never
+disagree.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +27,71 @@ from orchestrator.errors import TestbedError
 
 class StorageError(TestbedError):
     """The disk refused a write (full, read-only); nothing already stored was changed."""
+
+
+class OffsetMismatch(TestbedError):
+    """A chunk aimed at another offset than where the part ends; ``held`` is the end."""
+
+    def __init__(self, run_id: str, *, held: int, offset: int) -> None:
+        super().__init__(f"upload of run {run_id} is at offset {held}, not {offset}; resume there")
+        self.held = held
+
+
+def _unlinked(fd: int, path: Path) -> bool:
+    """True when ``fd`` no longer is the file at ``path`` (reset while we waited)."""
+    try:
+        return os.stat(path).st_ino != os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return True
+
+
+@contextmanager
+def _existing_locked(path: Path, operation: int) -> Iterator[int | None]:
+    """The part file at ``path`` under ``operation`` (a flock), or None when there is
+    none, or it was removed while we waited for the lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        fcntl.flock(fd, operation)
+        yield None if _unlinked(fd, path) else fd
+    finally:
+        os.close(fd)
+
+
+def _open_locked(path: Path, run_id: str) -> int:
+    """The part file, created if absent, under an exclusive lock. Retries when a reset
+    removed it while we waited for the lock, so bytes never go to an unlinked file."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise StorageError(f"cannot open the upload of run {run_id}: {e.strerror}") from e
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not _unlinked(fd, path):
+            return fd
+        os.close(fd)
+
+
+def _write_all(fd: int, offset: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        if n == 0:  # a regular file says ENOSPC rather than 0, but never spin
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view, offset = view[n:], offset + n
+
+
+def _cut_back(fd: int, size: int) -> None:
+    """Best effort after a failed write: the part ends where it ended before. Should
+    this fail too, the upload's final checksum still catches the stray bytes."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError:
+        pass
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -45,26 +117,52 @@ class Archive:
         self.uploads.mkdir(parents=True, exist_ok=True)
 
     # uploads in progress -------------------------------------------------------------
+    # The part file is the one truth of an upload's progress: its size is the offset
+    # the agent resumes from (as tus's Upload-Offset). Bytes count once written and
+    # fsynced; a write that fails is cut back to where the part ended before it.
     def part_path(self, run_id: str) -> Path:
         return self.uploads / f"{run_id}.part"
 
-    def reset_part(self, run_id: str) -> None:
-        self.part_path(run_id).unlink(missing_ok=True)
+    def part_size(self, run_id: str) -> int:
+        """Bytes held for ``run_id``: 0 when there is no part (never sent, expired or
+        reset). Read under a shared lock, so never while a chunk is half written."""
+        with _existing_locked(self.part_path(run_id), fcntl.LOCK_SH) as fd:
+            return 0 if fd is None else os.fstat(fd).st_size
 
-    def write_part(self, run_id: str, offset: int, data: bytes) -> None:
+    def reset_part(self, run_id: str) -> int:
+        """Drop the bytes held for ``run_id`` and return how many there were. A file
+        system change, so it outlives any database rollback: nothing is held after."""
         path = self.part_path(run_id)
+        with _existing_locked(path, fcntl.LOCK_EX) as fd:
+            if fd is None:
+                return 0
+            path.unlink()
+            return os.fstat(fd).st_size
+
+    def append_part(self, run_id: str, *, offset: int, data: bytes) -> int:
+        """Write ``data`` where the part ends and return the bytes held after it.
+
+        Raises :class:`OffsetMismatch` when the part does not end at ``offset``, and
+        :class:`StorageError` when the disk refuses the bytes: the part is then cut back
+        to ``offset``, so a half-written chunk is never counted as held.
+        """
+        fd = _open_locked(self.part_path(run_id), run_id)
         try:
-            with path.open("r+b" if path.exists() else "wb") as f:
-                f.seek(offset)
-                f.write(data)
-                f.truncate(offset + len(data))
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError as e:
-            raise StorageError(
-                f"cannot store upload bytes for run {run_id}: {e.strerror}; free space on "
-                "the orchestrator and retry (the agent keeps the bundle)"
-            ) from e
+            held = os.fstat(fd).st_size
+            if held != offset:
+                raise OffsetMismatch(run_id, held=held, offset=offset)
+            try:
+                _write_all(fd, offset, data)
+                os.fsync(fd)
+            except OSError as e:
+                _cut_back(fd, offset)
+                raise StorageError(
+                    f"cannot store upload bytes for run {run_id}: {e.strerror}; free space "
+                    "on the orchestrator and retry (the agent keeps the bundle)"
+                ) from e
+            return offset + len(data)
+        finally:
+            os.close(fd)
 
     def part_digest(self, run_id: str) -> tuple[int, str]:
         digest = hashlib.sha256()

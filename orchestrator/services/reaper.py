@@ -4,7 +4,9 @@
   threshold), except while uploading: its bundle waits in the node's spool;
 - a run still active past its deadline plus a grace fails;
 - a scheduled run never picked up expires;
-- a run waiting for its bundle longer than ``upload_wait_s`` fails.
+- a run waiting for its bundle longer than ``upload_wait_s`` fails;
+- and, not a run but its bytes: an unfinished upload idle for ``part_idle_expire_s``
+  is dropped (``services.partials``), so abandoned parts do not fill the disk.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy import select
 from orchestrator.model.health import node_health
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import ACTIVE_ON_NODE
+from orchestrator.services.partials import expire_idle_parts
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Node, Run
 from testbed_common.states import NodeHealth, RunState
@@ -101,4 +104,5 @@ def reap(ctx: Context) -> int:
             ended += 1
     if ended:
         ctx.replan_wanted.set()  # failed and expired sessions may be booked again
+    expire_idle_parts(ctx)
     return ended

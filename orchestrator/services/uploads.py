@@ -1,19 +1,27 @@
 """Resumable, idempotent bundle uploads (a small tus-like protocol).
 
 The agent declares size and SHA-256, then sends chunks at the offset the orchestrator
-says it holds; a cut connection resumes where the bytes stopped. When the last byte
+says it holds; a cut connection resumes where the bytes stopped. The offset is the size
+of the part file and nothing else (one truth: what is reported is what is held, so a
+rollback, a crash or a full disk cannot make the two disagree). When the last byte
 arrives the whole bundle is hashed, inspected (no traversal, links or bombs; manifest
 checksums match) and archived; a bundle already archived for the run is never stored
-again.
+again. A hash mismatch drops the part (a file removal, which no rollback undoes) and
+says ``fault: corrupted``: send it all again; a bundle inspection refuses says
+``fault: refused``: sending it again cannot help.
 """
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge
+from orchestrator.archive.store import OffsetMismatch
+from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge, UploadFailed
+from orchestrator.model.uploads import bundle_refusal
 from orchestrator.services.auth import authenticate_node
 from orchestrator.services.context import Context
+from orchestrator.services.partials import check_node_cap
 from orchestrator.services.results import rate_in_bundle
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
@@ -29,43 +37,82 @@ def _run_of_node(s: Session, node: Node, run_id: str) -> Run:
     return run
 
 
-def _status(run_id: str, up: Upload) -> wire.UploadStatus:
+def _complete(run: Run, up: Upload) -> bool:
+    return run.bundle_sha256 == up.sha256
+
+
+def _status(ctx: Context, run: Run, up: Upload) -> wire.UploadStatus:
+    complete = _complete(run, up)
     return wire.UploadStatus(
-        run_id=run_id, size=up.size, sha256=up.sha256, offset=up.offset, complete=up.complete
+        run_id=run.id,
+        size=up.size,
+        sha256=up.sha256,
+        offset=up.size if complete else ctx.archive.part_size(run.id),
+        complete=complete,
     )
+
+
+def _refuse_unless_results_can_exist(s: Session, run: Run) -> None:
+    history = s.scalars(select(RunEvent.state).where(RunEvent.run_id == run.id)).all()
+    refusal = bundle_refusal(run.id, RunState(run.state), map(RunState, history))
+    if refusal is not None:
+        raise Conflict(refusal, state=run.state)
+
+
+def _finish_full_part(ctx: Context, s: Session, run: Run, up: Upload) -> None:
+    """Verify a part that already holds every byte but was never verified (the process
+    stopped between storing the last chunk and committing): the last byte's request
+    would have done it."""
+    if not _complete(run, up) and ctx.archive.part_size(run.id) >= up.size:
+        _finalize(ctx, s, run, up)
+
+
+def _drop_part_once_committed(ctx: Context, status: wire.UploadStatus) -> wire.UploadStatus:
+    """A complete upload's part is dropped only after the run's bundle is committed:
+    should the process stop before, the part still holds every byte, and the agent's
+    next call verifies it again instead of sending it all once more."""
+    if status.complete:
+        ctx.archive.reset_part(status.run_id)
+    return status
 
 
 def create_upload(
     ctx: Context, token: str | None, run_id: str, body: wire.UploadCreate
 ) -> wire.UploadStatus:
-    limit = ctx.settings.uploads.max_bundle_bytes
     with ctx.db.session() as s:
         node = authenticate_node(s, token)
-        run = _run_of_node(s, node, run_id)
-        if run.bundle_sha256 is not None:
-            if run.bundle_sha256 != body.sha256:
-                raise Conflict(
-                    f"run {run_id} already has an archived bundle ({run.bundle_sha256[:12]}); "
-                    "a different one cannot replace it"
-                )
-            return wire.UploadStatus(
-                run_id=run_id, size=body.size, sha256=body.sha256, offset=body.size, complete=True
+        status = _declare(ctx, s, _run_of_node(s, node, run_id), body)
+    return _drop_part_once_committed(ctx, status)
+
+
+def _declare(ctx: Context, s: Session, run: Run, body: wire.UploadCreate) -> wire.UploadStatus:
+    if run.bundle_sha256 is not None:
+        if run.bundle_sha256 != body.sha256:
+            raise Conflict(
+                f"run {run.id} already has an archived bundle ({run.bundle_sha256[:12]}); "
+                "a different one cannot replace it"
             )
-        if body.size > limit:
-            raise TooLarge(
-                f"bundle of {body.size} bytes is over the {limit}-byte limit; capture less "
-                "(shorter snap length) or raise TESTBED_UPLOADS__MAX_BUNDLE_BYTES"
-            )
-        now = ctx.clock.now()
-        up = s.get(Upload, run_id)
-        if up is None or up.sha256 != body.sha256 or up.size != body.size:
-            if up is None:
-                up = Upload(run_id=run_id, created_at=now, size=body.size, sha256=body.sha256)
-                s.add(up)
-            ctx.archive.reset_part(run_id)
-            up.size, up.sha256, up.offset, up.complete = body.size, body.sha256, 0, False
-            up.updated_at = now
-        return _status(run_id, up)
+        return wire.UploadStatus(
+            run_id=run.id, size=body.size, sha256=body.sha256, offset=body.size, complete=True
+        )
+    _refuse_unless_results_can_exist(s, run)
+    limit = ctx.settings.uploads.max_bundle_bytes
+    if body.size > limit:
+        raise TooLarge(
+            f"bundle of {body.size} bytes is over the {limit}-byte limit; capture less "
+            "(shorter snap length) or raise TESTBED_UPLOADS__MAX_BUNDLE_BYTES"
+        )
+    now = ctx.clock.now()
+    up = s.get(Upload, run.id)
+    if up is None or up.sha256 != body.sha256 or up.size != body.size:
+        if up is None:
+            up = Upload(run_id=run.id, created_at=now, size=body.size, sha256=body.sha256)
+            s.add(up)
+        ctx.archive.reset_part(run.id)
+        up.size, up.sha256 = body.size, body.sha256
+    up.updated_at = now  # the agent is back: its part is not idle
+    _finish_full_part(ctx, s, run, up)
+    return _status(ctx, run, up)
 
 
 def upload_status(ctx: Context, token: str | None, run_id: str) -> wire.UploadStatus:
@@ -75,9 +122,7 @@ def upload_status(ctx: Context, token: str | None, run_id: str) -> wire.UploadSt
         up = s.get(Upload, run_id)
         if up is None:
             raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
-        if run.bundle_sha256 == up.sha256:
-            up.complete = True
-        return _status(run_id, up)
+        return _status(ctx, run, up)
 
 
 def append_chunk(
@@ -94,47 +139,70 @@ def append_chunk(
         up = s.get(Upload, run_id)
         if up is None:
             raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
-        if up.complete:
-            return _status(run_id, up)
-        if offset != up.offset:
-            raise Conflict(
-                f"upload of run {run_id} is at offset {up.offset}, not {offset}; resume there",
-                offset=up.offset,
-            )
-        if offset + len(data) > up.size:
-            raise Invalid(f"chunk ends at {offset + len(data)}, past the declared size {up.size}")
-        ctx.archive.write_part(run_id, offset, data)
-        up.offset = offset + len(data)
-        up.bytes_received += len(data)
-        up.updated_at = ctx.clock.now()
-        if up.offset == up.size:
-            _finalize(ctx, s, run, up)
-        return _status(run_id, up)
+        status = _append(ctx, s, run, up, offset=offset, data=data)
+    return _drop_part_once_committed(ctx, status)
+
+
+def _append(
+    ctx: Context, s: Session, run: Run, up: Upload, *, offset: int, data: bytes
+) -> wire.UploadStatus:
+    if _complete(run, up):
+        return _status(ctx, run, up)
+    _refuse_unless_results_can_exist(s, run)  # also for uploads declared before the rule
+    _finish_full_part(ctx, s, run, up)
+    if _complete(run, up):  # the full part it found is verified and archived
+        return _status(ctx, run, up)
+    try:
+        held = ctx.archive.part_size(run.id)
+        if offset != held:  # before any other check; again under the part's lock
+            raise OffsetMismatch(run.id, held=held, offset=offset)
+        end = offset + len(data)
+        if end > up.size:
+            raise Invalid(f"chunk ends at {end}, past the declared size {up.size}")
+        check_node_cap(ctx, s, node_id=run.node_id, run_id=run.id, held_after=end)
+        held = ctx.archive.append_part(run.id, offset=offset, data=data)
+    except OffsetMismatch as e:
+        raise Conflict(str(e), offset=e.held) from e
+    up.bytes_received += len(data)
+    up.updated_at = ctx.clock.now()
+    if held == up.size:
+        _finalize(ctx, s, run, up)
+    return _status(ctx, run, up)
+
+
+def _refused(ctx: Context, run: Run, reason: str) -> UploadFailed:
+    """Drop the part of a bundle inspection refused; the error says never to resend it."""
+    ctx.archive.reset_part(run.id)
+    return UploadFailed(
+        f"{reason}; refused for good: sending the same bundle again cannot help",
+        fault=wire.UploadFault.REFUSED,
+    )
 
 
 def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
     size, digest = ctx.archive.part_digest(run.id)
     if digest != up.sha256 or size != up.size:
+        # Dropping the part is the reset: a file removal, which the rollback of this
+        # request's transaction does not undo, and no stored offset contradicts it.
         ctx.archive.reset_part(run.id)
-        up.offset = 0
-        raise Invalid(
+        raise UploadFailed(
             f"bundle for run {run.id} hashed to {digest[:12]}, not the declared "
-            f"{up.sha256[:12]}: corrupted in transit; upload it again from offset 0"
+            f"{up.sha256[:12]}: corrupted in transit; the orchestrator dropped the "
+            f"{size} bytes it held: upload it again from offset 0",
+            fault=wire.UploadFault.CORRUPTED,
         )
     data = ctx.archive.read_part(run.id)
     limits = BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
     try:
         contents = inspect_bundle(data, limits)
     except BundleError as e:
-        ctx.archive.reset_part(run.id)
-        up.offset = 0
-        raise Invalid(f"bundle for run {run.id} refused: {e}") from e
+        raise _refused(ctx, run, f"bundle for run {run.id} refused: {e}") from e
     if contents.run_id != run.id or contents.node_id != run.node_id:
-        ctx.archive.reset_part(run.id)
-        up.offset = 0
-        raise Invalid(
+        raise _refused(
+            ctx,
+            run,
             f"bundle manifest names run {contents.run_id!r} on node {contents.node_id!r}, "
-            f"but it was uploaded for run {run.id} on {run.node_id}"
+            f"but it was uploaded for run {run.id} on {run.node_id}",
         )
     bundle = s.get(Bundle, up.sha256)
     now = ctx.clock.now()
@@ -154,8 +222,6 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         s.flush()
     run.bundle_sha256 = bundle.sha256
     run.measured_rate_bps = rate_in_bundle(ctx, run.experiment, data)
-    up.complete = True
-    ctx.archive.reset_part(run.id)
     note = (
         f"bundle {bundle.sha256[:12]} verified and archived ({len(contents.files)} files, "
         f"{up.size} bytes)"

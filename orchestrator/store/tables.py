@@ -245,16 +245,18 @@ class RunEvent(Base):
 
 
 class Upload(Base):
-    """A resumable upload of a run's bundle; bytes accumulate in a part file."""
+    """A resumable upload of a run's bundle, as declared; bytes accumulate in a part
+    file. Its offset is not stored: it is the part file's size (one truth, as tus), and
+    it is complete when the run holds the bundle declared here."""
 
     __tablename__ = "uploads"
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
     size: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
-    offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: Every byte accepted, resends included (a counter for metrics, not the offset).
     bytes_received: Mapped[int] = mapped_column(BigInteger, default=0)
-    complete: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime]
+    #: When the last chunk arrived: an upload idle too long is expired.
     updated_at: Mapped[datetime]
 
 

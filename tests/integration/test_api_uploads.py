@@ -112,6 +112,8 @@ def test_path_traversal_bundle_is_refused_and_nothing_is_stored(
         r = _patch(api, token, run_id, 0, data)
         assert r.status_code == 422, r.text
         assert needle in r.json()["detail"]
+        assert r.json()["fault"] == "refused"  # the agent keeps it aside, never resends
+        assert "cannot help" in r.json()["detail"]
     assert not list(api.settings.archive_dir.rglob("*.tar.gz"))
     assert not (tmp_path / "escape.txt").exists()
     run = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()
@@ -134,5 +136,37 @@ def test_corrupted_bytes_are_detected_by_checksum(api: Api, tmp_path: Path) -> N
     flipped = bytes([data[0] ^ 0xFF]) + data[1:]
     r = _patch(api, token, run_id, 0, flipped)
     assert r.status_code == 422 and "corrupted in transit" in r.json()["detail"]
+    assert r.json()["fault"] == "corrupted"
     # the agent can start over and succeed
     assert _patch(api, token, run_id, 0, data).json()["complete"]
+
+
+def test_second_half_corrupted_is_sent_again_from_zero_and_the_run_ends_done(
+    api: Api, tmp_path: Path
+) -> None:
+    """Issue 19's sequence: the reset after a checksum mismatch must outlive the error's
+    rollback, or the offset says 1499 while nothing usable is held, for good."""
+    token, run_id = _running_run(api)
+    data = _bundle(tmp_path, run_id)
+    half = len(data) // 2
+    assert _create(api, token, run_id, data).json()["offset"] == 0
+    assert _patch(api, token, run_id, 0, data[:half]).json()["offset"] == half
+    damaged = data[half:-1] + bytes([data[-1] ^ 0xFF])
+    r = _patch(api, token, run_id, half, damaged)
+    assert r.status_code == 422, r.text
+    assert r.json()["fault"] == "corrupted"
+    assert "from offset 0" in r.json()["detail"]
+
+    # what it says is what it holds: nothing
+    status = api.client.get(BUNDLE_URL.format(run_id), headers=api.node(token)).json()
+    assert status["offset"] == 0 and not status["complete"]
+    assert _create(api, token, run_id, data).json()["offset"] == 0  # re-declaring agrees
+    assert not list(api.settings.upload_dir.glob("*.part"))
+
+    assert _patch(api, token, run_id, 0, data[:half]).json()["offset"] == half
+    assert _patch(api, token, run_id, half, data[half:]).json()["complete"]
+    run = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()
+    assert run["state"] == "done"
+    assert run["bundle_sha256"] == hashlib.sha256(data).hexdigest()
+    stored = list(api.settings.archive_dir.rglob("bundle.tar.gz"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data

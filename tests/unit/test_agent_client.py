@@ -11,6 +11,7 @@ import pytest
 
 from node_agent.client import OrchestratorClient
 from node_agent.errors import (
+    Corrupted,
     NotFound,
     OffsetMismatch,
     OrchestratorUnreachable,
@@ -117,6 +118,20 @@ def test_chunk_rejected_on_verification_failure() -> None:
     with pytest.raises(Rejected, match="checksum mismatch") as info:
         client.append_chunk("r-1", 0, b"abc")
     assert info.value.status == 422
+
+
+def test_damage_in_transit_and_refusal_are_told_apart_by_the_fault_field() -> None:
+    damaged = _client(lambda r: httpx.Response(
+        422, json={"detail": "corrupted in transit; upload it again from offset 0",
+                   "fault": "corrupted"}))
+    with pytest.raises(Corrupted, match="from offset 0"):
+        damaged.append_chunk("r-1", 0, b"abc")
+    with pytest.raises(Corrupted):  # a part found full on re-declaration, then damaged
+        damaged.create_upload("r-1", wire.UploadCreate(size=10, sha256=SHA))
+    refused = _client(lambda r: httpx.Response(
+        422, json={"detail": "path traversal", "fault": "refused"}))
+    with pytest.raises(Rejected, match="path traversal"):
+        refused.append_chunk("r-1", 0, b"abc")
 
 
 def test_upload_status_404_is_none() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from node_agent.errors import OffsetMismatch, OrchestratorUnreachable, Rejected
+from node_agent.errors import Corrupted, OffsetMismatch, OrchestratorUnreachable, Rejected
 from node_agent.outbox import Outbox
 from node_agent.spool import Spool
-from node_agent.uploader import UploadResult, upload
+from node_agent.uploader import MAX_RESTARTS, UploadResult, upload
 from testbed_common import wire
 from testbed_common.bundle import sha256_bytes
 from testbed_common.states import RunState
@@ -23,8 +23,10 @@ class FakeUploads:
     tests/integration exercises the real one)."""
 
     def __init__(self, *, have: bytes = b"", fail_after: int | None = None,
-                 reject: bool = False, lie_offset: int | None = None) -> None:
+                 reject: bool = False, lie_offset: int | None = None,
+                 damage: int = 0) -> None:
         self.data = have
+        self.damage = damage  # uploads to damage in transit, one byte each
         self.fail_after = fail_after
         self.reject = reject
         self.lie_offset = lie_offset
@@ -51,6 +53,10 @@ class FakeUploads:
             raise OffsetMismatch("mismatch", len(self.data))
         self.chunks.append((offset, len(data)))
         self.data += data
+        if len(self.data) == self.size and self.damage:
+            self.damage -= 1
+            self.data = b""  # the orchestrator drops what it held
+            raise Corrupted("corrupted in transit; upload it again from offset 0")
         if len(self.data) == self.size and self.reject:
             raise Rejected("bundle failed verification", 422)
         return self._status(run_id)
@@ -104,6 +110,40 @@ def test_rejected_bundle_is_kept(tmp_path: Path) -> None:
     assert spool.pending() == []
     assert (tmp_path / "rejected" / "r-1.tar.gz").read_bytes() == b"abc"
     assert "verification" in (tmp_path / "rejected" / "r-1.reason.txt").read_text()
+
+
+def test_bundle_damaged_in_transit_is_sent_again_from_zero_not_rejected(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    data = bytes(range(256)) * 10
+    item = spool.put("r-1", data)
+    api = FakeUploads(damage=1)
+    assert upload(api, spool, item, chunk_bytes=1000) is UploadResult.DONE
+    assert api.data == data
+    assert [o for o, _ in api.chunks] == [0, 1000, 2000, 0, 1000, 2000]
+    assert spool.pending() == [] and not spool.rejected_dir.exists()
+
+
+def test_a_link_that_always_damages_is_tried_a_bounded_number_of_times(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    item = spool.put("r-1", b"x" * 3000)
+    api = FakeUploads(damage=100)
+    assert upload(api, spool, item, chunk_bytes=1000) is UploadResult.RETRY
+    assert len(api.chunks) == 3 * (MAX_RESTARTS + 1)
+    assert spool.pending() == [item] and not spool.rejected_dir.exists()  # kept for later
+
+
+def test_bundle_changed_on_the_nodes_disk_is_kept_aside(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    item = spool.put("r-1", b"x" * 3000)
+    item.path.write_bytes(b"y" * 3000)  # bit rot after spooling
+    assert upload(FakeUploads(damage=100), spool, item, chunk_bytes=1000) \
+        is UploadResult.REJECTED
+    reason = (tmp_path / "rejected" / "r-1.reason.txt").read_text()
+    assert "no longer matches the SHA-256" in reason
 
 
 def test_outbox_keeps_order_across_restarts(tmp_path: Path) -> None:
