@@ -9,6 +9,9 @@ again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge
@@ -18,7 +21,7 @@ from orchestrator.services.results import rate_in_bundle
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
-from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle
+from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle_file
 from testbed_common.states import RunState
 
 
@@ -121,28 +124,26 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
             f"bundle for run {run.id} hashed to {digest[:12]}, not the declared "
             f"{up.sha256[:12]}: corrupted in transit; upload it again from offset 0"
         )
-    data = ctx.archive.read_part(run.id)
-    limits = BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
+    part = ctx.archive.part_path(run.id)
     try:
-        contents = inspect_bundle(data, limits)
+        contents = inspect_bundle_file(part, bundle_limits(ctx))
     except BundleError as e:
-        ctx.archive.reset_part(run.id)
-        up.offset = 0
-        raise Invalid(f"bundle for run {run.id} refused: {e}") from e
+        raise _refuse(ctx, s, run, up, f"bundle for run {run.id} refused: {e}") from e
     if contents.run_id != run.id or contents.node_id != run.node_id:
-        ctx.archive.reset_part(run.id)
-        up.offset = 0
-        raise Invalid(
+        raise _refuse(ctx, s, run, up, (
             f"bundle manifest names run {contents.run_id!r} on node {contents.node_id!r}, "
             f"but it was uploaded for run {run.id} on {run.node_id}"
-        )
+        ))
+    rate = rate_in_bundle(ctx, run.experiment, part)  # read before anything is archived
     bundle = s.get(Bundle, up.sha256)
     now = ctx.clock.now()
     if bundle is None:
         run_dir = ctx.archive.run_dir(campaign=run.campaign_id, node=run.node_id, run_id=run.id)
         path = ctx.archive.store_bundle(
-            run_dir, data=data, sha256=up.sha256, manifest=contents.manifest
+            run_dir, source=part, sha256=up.sha256, manifest=contents.manifest
         )
+        _after_transaction(s, committed=lambda: ctx.archive.reset_part(run.id),
+                           rolled_back=lambda: ctx.archive.discard_bundle(run_dir))
         bundle = Bundle(
             sha256=up.sha256,
             size=up.size,
@@ -152,10 +153,11 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         )
         s.add(bundle)
         s.flush()
+    else:
+        _after_transaction(s, committed=lambda: ctx.archive.reset_part(run.id))
     run.bundle_sha256 = bundle.sha256
-    run.measured_rate_bps = rate_in_bundle(ctx, run.experiment, data)
+    run.measured_rate_bps = rate
     up.complete = True
-    ctx.archive.reset_part(run.id)
     note = (
         f"bundle {bundle.sha256[:12]} verified and archived ({len(contents.files)} files, "
         f"{up.size} bytes)"
@@ -167,3 +169,50 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         transition(s, run, RunState.DONE, note, source="orchestrator", at=now)
     else:  # a failed run's logs, or a late bundle: kept, state unchanged
         s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator", at=now))
+
+
+def bundle_limits(ctx: Context) -> BundleLimits:
+    return BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
+
+
+def _after_transaction(
+    s: Session, *, committed: Callable[[], None] | None = None,
+    rolled_back: Callable[[], None] | None = None,
+) -> None:
+    """Run ``committed`` once the request's transaction commits, or ``rolled_back``
+    once it rolls back (whatever raised, the commit included). Files follow the rows:
+    the archived bundle is removed when its row is not committed, and the uploaded part
+    is removed only when it is."""
+    settled = False
+
+    def on(action: Callable[[], None] | None) -> Callable[[Session], None]:
+        def handler(_: Session) -> None:
+            nonlocal settled
+            if not settled:
+                settled = True
+                if action is not None:
+                    action()
+        return handler
+
+    event.listen(s, "after_commit", on(committed), once=True)
+    event.listen(s, "after_rollback", on(rolled_back), once=True)
+
+
+def _refuse(ctx: Context, s: Session, run: Run, up: Upload, reason: str) -> Invalid:
+    """The error refusing a bundle that passed its checksum but not inspection. The
+    part is dropped (the agent keeps its copy), and the reason is written on the run
+    once the request's transaction has rolled back (in a transaction of its own, so
+    that the refusal does not undo it)."""
+    ctx.archive.reset_part(run.id)
+    up.offset = 0
+    run_id = run.id
+
+    def record() -> None:
+        with ctx.db.session() as fresh:
+            target = fresh.get(Run, run_id)
+            if target is not None:
+                fresh.add(RunEvent(run_id=run_id, state=target.state, reason=reason,
+                                   source="orchestrator", at=ctx.clock.now()))
+
+    _after_transaction(s, rolled_back=record)
+    return Invalid(reason)
