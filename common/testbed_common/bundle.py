@@ -27,6 +27,9 @@ from testbed_common.untrusted import load_json
 FORMAT = "testbed.bundle"
 VERSION = 1
 MANIFEST = "manifest.json"
+#: Objects and arrays a manifest may hold besides one object per file (its own, the
+#: file list, and the agent's ``extra`` metadata).
+MANIFEST_EXTRA_CONTAINERS = 256
 
 
 @dataclass(frozen=True)
@@ -41,12 +44,14 @@ class BundleLimits:
     """Bounds on what one bundle may unpack to, each checked from a header before the
     bytes it announces are read (see docs/security.md, "Bundle inspection bounds")."""
 
-    max_members: int = 10_000
+    #: Files in a bundle. A run writes dozens (results, metadata, logs, captures).
+    max_members: int = 5_000
     max_unpacked_bytes: int = 2 * 1024**3
     #: A GNU long name or a pax header, bytes (a path is at most 4 KiB on Linux).
     max_header_bytes: int = 64 * 1024
-    #: manifest.json, bytes: 10,000 file entries take about 1.6 MB.
-    max_manifest_bytes: int = 2 * 1024**2
+    #: manifest.json, bytes: 5,000 file entries take about 800 kB. With its objects
+    #: capped by ``max_members``, parsing it costs at most ~10 times this.
+    max_manifest_bytes: int = 1024**2
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,8 @@ def _inspect(stream: IO[bytes], limits: BundleLimits) -> BundleContents:
                 raise BundleError(f"{MANIFEST}: {member.size} bytes, over the "
                                   f"{limits.max_manifest_bytes}-byte cap")
             manifest = load_json(b"".join(reader.chunks()), what=MANIFEST,
-                                 max_bytes=limits.max_manifest_bytes)
+                                 max_bytes=limits.max_manifest_bytes,
+                                 max_containers=limits.max_members + MANIFEST_EXTRA_CONTAINERS)
             continue
         digest = hashlib.sha256()
         for block in reader.chunks():
