@@ -67,12 +67,18 @@ def _too_many(path: Path, run_id: str) -> Path:
     return _write_gz(path, [*parts, bytes(1024)])
 
 
-def _manifest_bomb(path: Path, run_id: str, body: bytes) -> Path:
+def _manifest_bomb(path: Path, run_id: str, body: bytes, *, then: int = 0) -> Path:
+    """A bundle whose manifest is ``body``, followed by ``then`` random bytes (so that
+    the parsed manifest is held while they are hashed, all in one chunk)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         info = tarfile.TarInfo("manifest.json")
         info.size = len(body)
         tar.addfile(info, io.BytesIO(body))
+        if then:
+            info = tarfile.TarInfo("results/random.bin")
+            info.size = then
+            tar.addfile(info, io.BytesIO(os.urandom(then)))
     path.write_bytes(buf.getvalue())
     return path
 
@@ -117,6 +123,9 @@ CASES: dict[str, tuple[Builder, str]] = {
         "more than 5256 objects"),
     "manifest-1-mib-of-numbers": (
         lambda p, r: _manifest_bomb(p, r, b"[" + b"1000," * 209_000 + b"1]"),
+        "not a JSON object"),
+    "manifest-of-numbers-then-14-mib-in-one-chunk": (
+        lambda p, r: _manifest_bomb(p, r, b"[" + b"1000," * 209_000 + b"1]", then=14 * MiB),
         "not a JSON object"),
     "manifest-over-its-cap": (
         lambda p, r: _manifest_bomb(p, r, b" " * (1024**2 + 1)), "over the 1048576-byte cap"),
