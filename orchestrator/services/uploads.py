@@ -9,9 +9,11 @@ again.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from sqlalchemy import event
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge
@@ -23,6 +25,8 @@ from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
 from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle_file
 from testbed_common.states import RunState
+
+log = logging.getLogger(__name__)
 
 
 def _run_of_node(s: Session, node: Node, run_id: str) -> Run:
@@ -208,11 +212,14 @@ def _refuse(ctx: Context, s: Session, run: Run, up: Upload, reason: str) -> Inva
     run_id = run.id
 
     def record() -> None:
-        with ctx.db.session() as fresh:
-            target = fresh.get(Run, run_id)
-            if target is not None:
-                fresh.add(RunEvent(run_id=run_id, state=target.state, reason=reason,
-                                   source="orchestrator", at=ctx.clock.now()))
+        try:
+            with ctx.db.session() as fresh:
+                target = fresh.get(Run, run_id)
+                if target is not None:
+                    fresh.add(RunEvent(run_id=run_id, state=target.state, reason=reason,
+                                       source="orchestrator", at=ctx.clock.now()))
+        except SQLAlchemyError as e:  # the 422 still tells the node why
+            log.warning("run %s: refusal not recorded (%s): %s", run_id, e, reason)
 
     _after_transaction(s, rolled_back=record)
     return Invalid(reason)
