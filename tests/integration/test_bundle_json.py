@@ -41,7 +41,7 @@ def _uploading_run(api: Api, token: str) -> str:
 
 def _bundle(tmp: Path, run_id: str, *, tat: bytes, extra: dict[str, Any] | None = None) -> bytes:
     root = tmp / run_id
-    (root / "results").mkdir(parents=True)
+    (root / "results").mkdir(parents=True, exist_ok=True)
     (root / "results" / "tat.json").write_bytes(tat)
     return build_bundle(root, run_id=run_id, node_id="se-01", extra=extra)
 
@@ -101,8 +101,11 @@ def api_influx(tmp_path: Path, clock: ManualClock) -> Iterator[Api]:
         pytest.skip(why)
     with influxd.running() as store:
         base = make_settings(tmp_path)
-        settings = base.model_copy(update={"influx": base.influx.model_copy(
-            update={"url": store.url, "database": "bundle_json"})})
+        settings = base.model_copy(update={
+            "influx": base.influx.model_copy(
+                update={"url": store.url, "database": "bundle_json"}),
+            "uploads": base.uploads.model_copy(update={"max_result_json_bytes": 1024**2}),
+        })
         app = create_app(settings, clock=clock, reaper=False)
         with TestClient(app) as client:
             yield Api(client, clock, settings)
@@ -117,6 +120,9 @@ def test_deeply_nested_result_is_archived_and_ingest_notes_why_it_was_not_read(
     ctx.timeseries.create_database()  # type: ignore[union-attr]
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
     run_id = _uploading_run(api, token)
+    big = tmp_path / run_id / "results" / "big.jsonl"
+    big.parent.mkdir(parents=True)
+    big.write_bytes(b"{}\n" * 600_000)  # 1.8 MB, over the 1 MiB cap: never read whole
     r = _send(api, token, run_id, _bundle(tmp_path, run_id, tat=DEEP))
     assert r.status_code == 200 and r.json()["complete"], r.text  # the raw record is kept
     assert _run(api, run_id)["state"] == "done"
@@ -129,6 +135,7 @@ def test_deeply_nested_result_is_archived_and_ingest_notes_why_it_was_not_read(
     assert ingest_pending(ctx, ctx.timeseries).written_runs == 1  # type: ignore[arg-type]
     note = _run(api, run_id)["ingest_note"]
     assert "results/tat.json is refused: JSON nested deeper than 64 levels" in note
+    assert "results/big.jsonl: 1800000 bytes, over the 1048576-byte cap for ingest" in note
     assert ingest_pending(ctx, ctx.timeseries).written_runs == 0  # type: ignore[arg-type]
 
 
