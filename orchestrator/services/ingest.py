@@ -34,6 +34,7 @@ from orchestrator.timeseries.schema import (
     GPS_FILE,
     MODEM_FILE,
     SYSTEM_FILE,
+    BundlePoints,
     RunContext,
     bundle_points,
 )
@@ -134,6 +135,23 @@ def _result_files(ctx: Context, bundle: Bundle) -> tuple[dict[str, bytes], list[
     return files, notes
 
 
+def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
+    """The points of one archived bundle, with notes on what was skipped. Never raises:
+    a bundle that breaks conversion is written with no points and the reason in its
+    note, so that it is not retried forever ahead of every run after it."""
+    try:
+        files, skipped = _result_files(ctx, bundle)
+        built = bundle_points(files, run,
+                              max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
+    except (BundleError, OSError) as e:  # archived, so inspected: damaged since
+        return BundlePoints(points=[], notes=[f"bundle unreadable: {e}"])
+    except Exception as e:  # a defect in conversion: logged with its trace, run noted
+        log.exception("run %s: conversion to points failed", run.run)
+        return BundlePoints(points=[], notes=[f"conversion to points failed: {e!r}"])
+    built.notes[:0] = skipped
+    return built
+
+
 def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> IngestPass:
     """Write up to ``limit`` archived runs not yet in the store."""
     with ctx.db.session() as s:
@@ -151,13 +169,7 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> In
                 continue
             bundle = s.get(Bundle, run.bundle_sha256)
             assert bundle is not None
-            try:
-                files, skipped = _result_files(ctx, bundle)
-            except (BundleError, OSError) as e:  # archived, so inspected: damaged since
-                files, skipped = {}, [f"bundle unreadable: {e}"]
-            built = bundle_points(files, _run_context(s.get(Node, run.node_id), run),
-                                  max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
-            built.notes[:0] = skipped
+            built = _points(ctx, bundle, _run_context(s.get(Node, run.node_id), run))
             written = shifted(built.points, campaign_time_offset(s, run))
             try:
                 sink.write(written)

@@ -162,3 +162,30 @@ def test_a_failure_after_the_archive_write_leaves_no_file_without_its_row(
                                                 "manifest.json"]
     assert _run(api, run_id)["bundle_sha256"] == hashlib.sha256(data).hexdigest()
     assert not api.settings.upload_dir.joinpath(f"{run_id}.part").exists()
+
+
+def test_a_bundle_that_breaks_conversion_is_noted_and_does_not_block_the_others(
+    api_influx: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.services import ingest
+
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    ctx.timeseries.create_database()  # type: ignore[union-attr]
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    first = _uploading_run(api, token)
+    assert _send(api, token, first, _bundle(tmp_path, first, tat=b"{}")).json()["complete"]
+    second = _uploading_run(api, token)
+    assert _send(api, token, second, _bundle(tmp_path, second, tat=b"{}")).json()["complete"]
+    real = ingest.bundle_points
+
+    def broken_for_first(files: Any, run: Any, **kw: Any) -> Any:
+        if run.run == first:
+            raise IndexError("a defect in a converter")
+        return real(files, run, **kw)
+
+    monkeypatch.setattr(ingest, "bundle_points", broken_for_first)
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 2  # type: ignore[arg-type]
+    assert "conversion to points failed: IndexError" in _run(api, first)["ingest_note"]
+    assert "failed" not in (_run(api, second)["ingest_note"] or "")
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 0  # type: ignore[arg-type]
