@@ -128,7 +128,8 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
             f"bundle for run {run.id} hashed to {digest[:12]}, not the declared "
             f"{up.sha256[:12]}: corrupted in transit; upload it again from offset 0"
         )
-    part = ctx.archive.part_path(run.id)
+    run_id = run.id  # for the hooks below: the row's attributes expire on commit
+    part = ctx.archive.part_path(run_id)
     try:
         contents = inspect_bundle_file(part, bundle_limits(ctx))
     except BundleError as e:
@@ -146,7 +147,7 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         path = ctx.archive.store_bundle(
             run_dir, source=part, sha256=up.sha256, manifest=contents.manifest
         )
-        _after_transaction(s, committed=lambda: ctx.archive.reset_part(run.id),
+        _after_transaction(s, committed=lambda: ctx.archive.reset_part(run_id),
                            rolled_back=lambda: ctx.archive.discard_bundle(run_dir))
         bundle = Bundle(
             sha256=up.sha256,
@@ -158,7 +159,7 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         s.add(bundle)
         s.flush()
     else:
-        _after_transaction(s, committed=lambda: ctx.archive.reset_part(run.id))
+        _after_transaction(s, committed=lambda: ctx.archive.reset_part(run_id))
     run.bundle_sha256 = bundle.sha256
     run.measured_rate_bps = rate
     up.complete = True
