@@ -73,6 +73,16 @@ class UploadSettings(BaseModel):
     max_chunk_bytes: int = Field(16 * 1024**2, gt=0)
     #: What a bundle may unpack to, bytes (zip-bomb guard).
     max_unpacked_bytes: int = Field(2 * 1024**3, gt=0)
+    #: A JSON or JSON-lines file of a bundle that is parsed whole (a result for the
+    #: rate and the result page, one for ingest), bytes. A parsed document costs up to
+    #: ~25 times its size in memory; the testbed's largest (an hour of iperf3 intervals)
+    #: is ~8 MB. A larger file stays in the archive, unparsed, with a note on the run.
+    max_result_json_bytes: int = Field(16 * 1024**2, gt=0)
+    #: A capture (pcap/pcapng) that ingest analyses into flow points, bytes; analysis
+    #: holds the capture and its packets in memory. A larger one stays in the archive,
+    #: unanalysed, with a note on the run. 128 MiB is a header-only capture of about an
+    #: hour at 20 Mbit/s.
+    max_ingest_capture_bytes: int = Field(128 * 1024**2, gt=0)
     #: An unfinished upload with no chunk for this long is dropped, seconds; its agent,
     #: should it come back, resends from offset 0. 3 days: a node off over a weekend
     #: resumes, and a part abandoned for good (its run's bundle lost or refused on the
@@ -82,6 +92,7 @@ class UploadSettings(BaseModel):
     #: bundle at a time, so two largest bundles (1 GiB) leave room for one abandoned
     #: part; a node over it gets 507 and retries once parts expire.
     max_part_bytes_per_node: int = Field(1024**3, gt=0)
+
 
     @model_validator(mode="after")
     def _room_for_one_bundle(self) -> UploadSettings:

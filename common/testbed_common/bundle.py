@@ -1,9 +1,12 @@
 """The result-bundle format: a gzip'd tar of a run's files plus a checksummed manifest.
 
 The agent builds a bundle with :func:`build_bundle`; the orchestrator checks it with
-:func:`inspect_bundle` before anything is archived. Checking never extracts to disk: it
-reads members from memory-bounded streams, so a hostile archive (path traversal, links,
-devices, a zip bomb) is refused before a byte of it lands in the raw archive.
+:func:`inspect_bundle_file` before anything is archived. Checking never extracts to
+disk and never holds a member whole: it streams the archive through
+:class:`~testbed_common.tarstream.TarReader`, which checks every header's declared size
+before reading what it announces, so a hostile archive (path traversal, links, devices,
+a zip bomb, a gigabyte "long name") is refused in bounded memory before a byte of it
+lands in the raw archive.
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
+
+from testbed_common.tarstream import TarMember, TarReader, open_decompressed
+from testbed_common.untrusted import BundleError as BundleError  # re-exported for callers
+from testbed_common.untrusted import load_json
 
 FORMAT = "testbed.bundle"
 VERSION = 1
 MANIFEST = "manifest.json"
-
-
-class BundleError(ValueError):
-    """The bundle is malformed or hostile; the message says what and where."""
+#: Objects and arrays a manifest may hold besides one object per file (its own, the
+#: file list, and the agent's ``extra`` metadata).
+MANIFEST_EXTRA_CONTAINERS = 256
 
 
 @dataclass(frozen=True)
@@ -35,10 +41,17 @@ class BundleFile:
 
 @dataclass(frozen=True)
 class BundleLimits:
-    """Bounds on what one bundle may unpack to (members and bytes)."""
+    """Bounds on what one bundle may unpack to, each checked from a header before the
+    bytes it announces are read (see docs/security.md, "Bundle inspection bounds")."""
 
-    max_members: int = 10_000
+    #: Files in a bundle. A run writes dozens (results, metadata, logs, captures).
+    max_members: int = 5_000
     max_unpacked_bytes: int = 2 * 1024**3
+    #: A GNU long name or a pax header, bytes (a path is at most 4 KiB on Linux).
+    max_header_bytes: int = 64 * 1024
+    #: manifest.json, bytes: 5,000 file entries take about 800 kB. With its objects
+    #: capped by ``max_members``, parsing it costs at most ~10 times this.
+    max_manifest_bytes: int = 1024**2
 
 
 @dataclass(frozen=True)
@@ -106,15 +119,17 @@ def build_bundle(
     return buf.getvalue()
 
 
-def _members(tar: tarfile.TarFile, limits: BundleLimits) -> Iterable[tuple[str, bytes]]:
+def _members(reader: TarReader, limits: BundleLimits) -> Iterator[TarMember]:
+    """The regular files of ``reader``, each checked against ``limits`` by its header,
+    before a byte of its data is read."""
     total = 0
-    for count, member in enumerate(tar, start=1):
+    for count, member in enumerate(reader, start=1):
         if count > limits.max_members:
             raise BundleError(f"bundle has more than {limits.max_members} members")
         name = check_member_path(member.name)
-        if member.isdir():
+        if member.isdir:
             continue
-        if not member.isfile():
+        if not member.isfile:
             raise BundleError(
                 f"bundle member {name!r}: only regular files are allowed (links and devices "
                 "are refused)"
@@ -122,55 +137,56 @@ def _members(tar: tarfile.TarFile, limits: BundleLimits) -> Iterable[tuple[str, 
         total += member.size
         if total > limits.max_unpacked_bytes:
             raise BundleError(f"bundle unpacks to more than {limits.max_unpacked_bytes} bytes")
-        handle = tar.extractfile(member)
-        if handle is None:  # pragma: no cover - isfile() members always have data
-            raise BundleError(f"bundle member {name!r} has no data")
-        yield name, handle.read()
+        yield member
 
 
-def inspect_bundle(data: bytes, limits: BundleLimits | None = None) -> BundleContents:
-    """Validate a bundle entirely in memory and return what it holds.
-
-    Raises :class:`BundleError` naming the first problem found.
-    """
-    limits = limits or BundleLimits()
+def _inspect(stream: IO[bytes], limits: BundleLimits) -> BundleContents:
     seen: dict[str, BundleFile] = {}
-    manifest: dict[str, Any] | None = None
-    try:
-        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")  # noqa: SIM115 - closed below
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise BundleError(f"not a readable tar/tar.gz archive: {e}") from e
-    try:
-        with tar:
-            for name, blob in _members(tar, limits):
-                if name in seen or (name == MANIFEST and manifest is not None):
-                    raise BundleError(f"bundle member {name!r} appears twice")
-                if name == MANIFEST:
-                    try:
-                        manifest = json.loads(blob)
-                    except ValueError as e:
-                        raise BundleError(f"{MANIFEST} is not valid JSON: {e}") from e
-                    continue
-                seen[name] = BundleFile(name, len(blob), sha256_bytes(blob))
-    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as e:
-        raise BundleError(f"bundle is truncated or corrupt: {e}") from e
-    if not isinstance(manifest, dict):
+    manifest: Any = None
+    reader = TarReader(stream, max_extended_bytes=limits.max_header_bytes)
+    for member in _members(reader, limits):
+        name = check_member_path(member.name)
+        if name in seen or (name == MANIFEST and manifest is not None):
+            raise BundleError(f"bundle member {name!r} appears twice")
+        if name == MANIFEST:
+            if member.size > limits.max_manifest_bytes:
+                raise BundleError(f"{MANIFEST}: {member.size} bytes, over the "
+                                  f"{limits.max_manifest_bytes}-byte cap")
+            manifest = load_json(b"".join(reader.chunks()), what=MANIFEST,
+                                 max_bytes=limits.max_manifest_bytes,
+                                 max_containers=limits.max_members + MANIFEST_EXTRA_CONTAINERS)
+            continue
+        digest = hashlib.sha256()
+        for block in reader.chunks():
+            digest.update(block)
+        seen[name] = BundleFile(name, member.size, digest.hexdigest())
+    if manifest is None:
         raise BundleError(f"bundle has no {MANIFEST}")
+    return _check_manifest(manifest, seen)
+
+
+def _check_manifest(manifest: Any, seen: Mapping[str, BundleFile]) -> BundleContents:
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{MANIFEST} is not a JSON object")
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
         raise BundleError(
             f"{MANIFEST}: expected format {FORMAT!r} version {VERSION}, got "
             f"{manifest.get('format')!r} version {manifest.get('version')!r}"
         )
     listed: dict[str, Any] = {}
-    for entry in manifest.get("files", []):
+    entries = manifest.get("files", [])
+    if not isinstance(entries, list):
+        raise BundleError(f"{MANIFEST}: 'files' is not a list")
+    for entry in entries:
         if not isinstance(entry, dict) or not {"path", "size", "sha256"} <= entry.keys():
-            raise BundleError(f"{MANIFEST}: malformed file entry {entry!r}")
+            raise BundleError(f"{MANIFEST}: malformed file entry {str(entry)[:200]!r}")
         listed[check_member_path(str(entry["path"]))] = entry
     missing = sorted(set(listed) - set(seen))
     unlisted = sorted(set(seen) - set(listed))
     if missing or unlisted:
         raise BundleError(
-            f"{MANIFEST} does not match the archive: missing {missing}, unlisted {unlisted}"
+            f"{MANIFEST} does not match the archive: missing {missing[:20]}, unlisted "
+            f"{unlisted[:20]}"
         )
     for name, entry in listed.items():
         got = seen[name]
@@ -182,6 +198,38 @@ def inspect_bundle(data: bytes, limits: BundleLimits | None = None) -> BundleCon
         files=tuple(seen[n] for n in sorted(seen)),
         manifest=manifest,
     )
+
+
+def inspect_bundle_file(path: Path, limits: BundleLimits | None = None) -> BundleContents:
+    """Validate the bundle stored at ``path`` and return what it holds, streaming it:
+    memory stays within a few chunks plus the manifest, whatever the file holds.
+
+    Raises :class:`BundleError` naming the first problem found.
+    """
+    with path.open("rb") as raw, open_decompressed(raw) as stream:
+        return _inspect(stream, limits or BundleLimits())
+
+
+def inspect_bundle(data: bytes, limits: BundleLimits | None = None) -> BundleContents:
+    """:func:`inspect_bundle_file` for a bundle already in memory (the agent's tests)."""
+    with open_decompressed(io.BytesIO(data)) as stream:
+        return _inspect(stream, limits or BundleLimits())
+
+
+def read_member(
+    path: Path, member: str, *, max_bytes: int, limits: BundleLimits | None = None
+) -> bytes | None:
+    """The data of ``member`` in the bundle at ``path`` (None when absent), streamed to
+    it; a member over ``max_bytes`` raises :class:`BundleError` without being read."""
+    with path.open("rb") as raw, open_decompressed(raw) as stream:
+        reader = TarReader(stream, max_extended_bytes=(limits or BundleLimits()).max_header_bytes)
+        for found in _members(reader, limits or BundleLimits()):
+            if check_member_path(found.name) != member:
+                continue
+            if found.size > max_bytes:
+                raise BundleError(f"{member}: {found.size} bytes, over the {max_bytes}-byte cap")
+            return b"".join(reader.chunks())
+    return None
 
 
 def safe_extract(tar: tarfile.TarFile, dest: Path) -> list[str]:

@@ -12,6 +12,7 @@ disagree.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -23,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import TestbedError
+
+#: What :meth:`Archive.store_bundle` writes in a run's folder.
+BUNDLE_FILES = ("bundle.tar.gz", "manifest.json", "bundle.sha256")
 
 
 class StorageError(TestbedError):
@@ -94,11 +98,22 @@ def _cut_back(fd: int, size: int) -> None:
         pass
 
 
-def _fsync_write(path: Path, data: bytes) -> None:
+#: Files are copied into the archive this many bytes at a time.
+COPY_CHUNK = 1 << 20
+
+
+def _fsync_write(path: Path, data: bytes | Path) -> None:
+    """Write ``data`` (bytes, or the file at that path, copied in chunks) to ``path``
+    through a temporary name, fsynced, then renamed."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with tmp.open("wb") as f:
-            f.write(data)
+            if isinstance(data, Path):
+                with data.open("rb") as src:
+                    while block := src.read(COPY_CHUNK):
+                        f.write(block)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(path)
@@ -173,18 +188,16 @@ class Archive:
                 size += len(block)
         return size, digest.hexdigest()
 
-    def read_part(self, run_id: str) -> bytes:
-        return self.part_path(run_id).read_bytes()
-
     # the archive proper -------------------------------------------------------------
     def run_dir(self, *, campaign: str | None, node: str, run_id: str) -> Path:
         return self.root / (campaign or "adhoc") / node / run_id
 
     def store_bundle(
-        self, run_dir: Path, *, data: bytes, sha256: str, manifest: Mapping[str, Any]
+        self, run_dir: Path, *, source: Path, sha256: str, manifest: Mapping[str, Any]
     ) -> Path:
-        """Write a verified bundle into ``run_dir``; idempotent for the same bytes."""
-        target = run_dir / "bundle.tar.gz"
+        """Copy a verified bundle (the file at ``source``, in chunks) into ``run_dir``;
+        idempotent for the same bytes."""
+        target = run_dir / BUNDLE_FILES[0]
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -193,12 +206,20 @@ class Archive:
             stored = (run_dir / "bundle.sha256").read_text().split()[0]
             if stored == sha256:
                 return target
-        _fsync_write(target, data)
+        _fsync_write(target, source)
         _fsync_write(
             run_dir / "manifest.json", json.dumps(dict(manifest), indent=2, sort_keys=True).encode()
         )
         _fsync_write(run_dir / "bundle.sha256", f"{sha256}  bundle.tar.gz\n".encode())
         return target
+
+    def discard_bundle(self, run_dir: Path) -> None:
+        """Remove what :meth:`store_bundle` wrote in ``run_dir`` (its database row was
+        not committed), so that no archived file is left without its row."""
+        for name in reversed(BUNDLE_FILES):  # the checksum first: it vouches for the rest
+            (run_dir / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty (other files) or already gone
+            run_dir.rmdir()
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()

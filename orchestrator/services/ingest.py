@@ -17,7 +17,6 @@ time-of-day views show it as the campaign meant it; at ``time_scale`` 1 nothing 
 from __future__ import annotations
 
 import logging
-import tarfile
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -35,9 +34,12 @@ from orchestrator.timeseries.schema import (
     GPS_FILE,
     MODEM_FILE,
     SYSTEM_FILE,
+    BundlePoints,
     RunContext,
     bundle_points,
 )
+from testbed_common.bundle import BundleError
+from testbed_common.tarstream import TarReader, open_decompressed
 
 log = logging.getLogger(__name__)
 
@@ -108,16 +110,46 @@ def shifted(points: list[Point], offset: timedelta) -> list[Point]:
     return points if ns == 0 else [replace(p, time_ns=p.time_ns + ns) for p in points]
 
 
-def _result_files(ctx: Context, bundle: Bundle) -> dict[str, bytes]:
+def _result_files(ctx: Context, bundle: Bundle) -> tuple[dict[str, bytes], list[str]]:
+    """The members ingest turns into points, streamed out of the archived bundle, and
+    notes on those left unread: each is read whole only under its cap (JSON files
+    under ``max_result_json_bytes``, captures under ``max_ingest_capture_bytes``)."""
+    caps = ctx.settings.uploads
     files: dict[str, bytes] = {}
-    with tarfile.open(ctx.archive.absolute(bundle.path), "r:gz") as tar:
-        for member in tar:
-            if member.isfile() and (member.name.startswith(RESULT_PREFIX)
-                                    or member.name in METADATA_FILES):
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    files[member.name] = handle.read()
-    return files
+    notes: list[str] = []
+    path = ctx.archive.absolute(bundle.path)
+    with path.open("rb") as raw, open_decompressed(raw) as stream:
+        reader = TarReader(stream)
+        for member in reader:
+            name = member.name
+            if not member.isfile or not (name.startswith(RESULT_PREFIX)
+                                         or name in METADATA_FILES):
+                continue
+            cap = (caps.max_ingest_capture_bytes if name.endswith((".pcap", ".pcapng"))
+                   else caps.max_result_json_bytes)
+            if member.size > cap:
+                notes.append(f"{name}: {member.size} bytes, over the {cap}-byte cap for "
+                             "ingest; archived but not turned into points")
+                continue
+            files[name] = b"".join(reader.chunks())
+    return files, notes
+
+
+def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
+    """The points of one archived bundle, with notes on what was skipped. Never raises:
+    a bundle that breaks conversion is written with no points and the reason in its
+    note, so that it is not retried forever ahead of every run after it."""
+    try:
+        files, skipped = _result_files(ctx, bundle)
+        built = bundle_points(files, run,
+                              max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
+    except (BundleError, OSError) as e:  # archived, so inspected: damaged since
+        return BundlePoints(points=[], notes=[f"bundle unreadable: {e}"])
+    except Exception as e:  # a defect in conversion: logged with its trace, run noted
+        log.exception("run %s: conversion to points failed", run.run)
+        return BundlePoints(points=[], notes=[f"conversion to points failed: {e!r}"])
+    built.notes[:0] = skipped
+    return built
 
 
 def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> IngestPass:
@@ -137,8 +169,7 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> In
                 continue
             bundle = s.get(Bundle, run.bundle_sha256)
             assert bundle is not None
-            files = _result_files(ctx, bundle)
-            built = bundle_points(files, _run_context(s.get(Node, run.node_id), run))
+            built = _points(ctx, bundle, _run_context(s.get(Node, run.node_id), run))
             written = shifted(built.points, campaign_time_offset(s, run))
             try:
                 sink.write(written)

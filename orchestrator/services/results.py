@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-import io
-import json
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import NotFound
+from orchestrator.errors import Invalid, NotFound
 from orchestrator.services.access import read_scope, readable_run
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.store.tables import Bundle
+from testbed_common.bundle import BundleError, read_member
+from testbed_common.untrusted import load_json
+
+
+def result_json(ctx: Context, path: Path, member: str) -> Any:
+    """Member ``member`` of the bundle at ``path``, parsed through the bounded loader
+    (size and depth capped); None when the bundle has no such member. Raises
+    :class:`BundleError` when the member is over a cap or not JSON."""
+    cap = ctx.settings.uploads.max_result_json_bytes
+    data = read_member(path, member, max_bytes=cap)
+    return None if data is None else load_json(data, what=member, max_bytes=cap)
 
 
 @dataclass(frozen=True)
@@ -47,14 +55,14 @@ def read_result(ctx: Context, principal: Principal, run_id: str) -> dict[str, An
     if manifest is None:
         raise NotFound(f"experiment {experiment!r} is no longer in the catalogue")
     member = f"results/{manifest.result.file}"
-    with tarfile.open(path, "r:gz") as tar:
-        try:
-            handle = tar.extractfile(member)
-        except KeyError:
-            handle = None
-        if handle is None:
-            raise NotFound(f"run {run_id}'s bundle has no {member} (the experiment failed?)")
-        data: dict[str, Any] = json.loads(handle.read())
+    try:
+        data = result_json(ctx, path, member)
+    except BundleError as e:
+        raise Invalid(f"run {run_id}'s result cannot be shown: {e}") from e
+    if data is None:
+        raise NotFound(f"run {run_id}'s bundle has no {member} (the experiment failed?)")
+    if not isinstance(data, dict):
+        raise Invalid(f"run {run_id}'s {member} is not a JSON object")
     return data
 
 
@@ -72,16 +80,15 @@ def link_rate(doc: dict[str, Any]) -> float | None:
     return None
 
 
-def rate_in_bundle(ctx: Context, experiment: str, data: bytes) -> float | None:
-    """:func:`link_rate` of the result file in a bundle (bytes of the tar.gz), or None
-    when the experiment declares no rate or the file is missing or unreadable."""
+def rate_in_bundle(ctx: Context, experiment: str, path: Path) -> float | None:
+    """:func:`link_rate` of the result file in the bundle at ``path``, or None when the
+    experiment declares no rate or the file is missing, over its cap or not JSON (the
+    bundle is archived all the same; ingest notes why the result was not read)."""
     manifest = ctx.catalogue.get(experiment)
     if manifest is None:
         return None
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            handle = tar.extractfile(f"results/{manifest.result.file}")
-            doc = json.loads(handle.read()) if handle is not None else None
-    except (KeyError, tarfile.TarError, OSError, ValueError):
+        doc = result_json(ctx, path, f"results/{manifest.result.file}")
+    except BundleError:
         return None
     return link_rate(doc) if isinstance(doc, dict) else None

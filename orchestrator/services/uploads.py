@@ -13,7 +13,11 @@ says ``fault: corrupted``: send it all again; a bundle inspection refuses says
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import event, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from orchestrator.archive.store import OffsetMismatch
@@ -26,8 +30,10 @@ from orchestrator.services.results import rate_in_bundle
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
-from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle
+from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle_file
 from testbed_common.states import RunState
+
+log = logging.getLogger(__name__)
 
 
 def _run_of_node(s: Session, node: Node, run_id: str) -> Run:
@@ -170,15 +176,6 @@ def _append(
     return _status(ctx, run, up)
 
 
-def _refused(ctx: Context, run: Run, reason: str) -> UploadFailed:
-    """Drop the part of a bundle inspection refused; the error says never to resend it."""
-    ctx.archive.reset_part(run.id)
-    return UploadFailed(
-        f"{reason}; refused for good: sending the same bundle again cannot help",
-        fault=wire.UploadFault.REFUSED,
-    )
-
-
 def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
     size, digest = ctx.archive.part_digest(run.id)
     if digest != up.sha256 or size != up.size:
@@ -191,26 +188,26 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
             f"{size} bytes it held: upload it again from offset 0",
             fault=wire.UploadFault.CORRUPTED,
         )
-    data = ctx.archive.read_part(run.id)
-    limits = BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
+    run_id = run.id  # for the hooks below: the row's attributes expire on commit
+    part = ctx.archive.part_path(run_id)
     try:
-        contents = inspect_bundle(data, limits)
+        contents = inspect_bundle_file(part, bundle_limits(ctx))
     except BundleError as e:
-        raise _refused(ctx, run, f"bundle for run {run.id} refused: {e}") from e
+        raise _refused(ctx, s, run, f"bundle for run {run.id} refused: {e}") from e
     if contents.run_id != run.id or contents.node_id != run.node_id:
-        raise _refused(
-            ctx,
-            run,
+        raise _refused(ctx, s, run, (
             f"bundle manifest names run {contents.run_id!r} on node {contents.node_id!r}, "
-            f"but it was uploaded for run {run.id} on {run.node_id}",
-        )
+            f"but it was uploaded for run {run.id} on {run.node_id}"
+        ))
+    rate = rate_in_bundle(ctx, run.experiment, part)  # read before anything is archived
     bundle = s.get(Bundle, up.sha256)
     now = ctx.clock.now()
     if bundle is None:
         run_dir = ctx.archive.run_dir(campaign=run.campaign_id, node=run.node_id, run_id=run.id)
         path = ctx.archive.store_bundle(
-            run_dir, data=data, sha256=up.sha256, manifest=contents.manifest
+            run_dir, source=part, sha256=up.sha256, manifest=contents.manifest
         )
+        _after_transaction(s, rolled_back=lambda: ctx.archive.discard_bundle(run_dir))
         bundle = Bundle(
             sha256=up.sha256,
             size=up.size,
@@ -221,7 +218,7 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         s.add(bundle)
         s.flush()
     run.bundle_sha256 = bundle.sha256
-    run.measured_rate_bps = rate_in_bundle(ctx, run.experiment, data)
+    run.measured_rate_bps = rate
     note = (
         f"bundle {bundle.sha256[:12]} verified and archived ({len(contents.files)} files, "
         f"{up.size} bytes)"
@@ -233,3 +230,52 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         transition(s, run, RunState.DONE, note, source="orchestrator", at=now)
     else:  # a failed run's logs, or a late bundle: kept, state unchanged
         s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator", at=now))
+
+
+def bundle_limits(ctx: Context) -> BundleLimits:
+    return BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
+
+
+def _after_transaction(s: Session, *, rolled_back: Callable[[], None]) -> None:
+    """Run ``rolled_back`` once the request's transaction rolls back (whatever raised,
+    the commit included), and never once it has committed. Files follow the rows: the
+    archived bundle is removed when its row is not committed (the uploaded part is
+    removed only when it is: :func:`_drop_part_once_committed`)."""
+    settled = False
+
+    def on(action: Callable[[], None] | None) -> Callable[[Session], None]:
+        def handler(_: Session) -> None:
+            nonlocal settled
+            if not settled:
+                settled = True
+                if action is not None:
+                    action()
+        return handler
+
+    event.listen(s, "after_commit", on(None), once=True)
+    event.listen(s, "after_rollback", on(rolled_back), once=True)
+
+
+def _refused(ctx: Context, s: Session, run: Run, reason: str) -> UploadFailed:
+    """The error refusing a bundle that passed its checksum but not inspection; it says
+    never to resend it. The part is dropped (the agent keeps its copy in ``rejected/``),
+    and the reason is written on the run once the request's transaction has rolled back
+    (in a transaction of its own, so that the refusal does not undo it)."""
+    ctx.archive.reset_part(run.id)
+    run_id = run.id
+
+    def record() -> None:
+        try:
+            with ctx.db.session() as fresh:
+                target = fresh.get(Run, run_id)
+                if target is not None:
+                    fresh.add(RunEvent(run_id=run_id, state=target.state, reason=reason,
+                                       source="orchestrator", at=ctx.clock.now()))
+        except SQLAlchemyError as e:  # the 422 still tells the node why
+            log.warning("run %s: refusal not recorded (%s): %s", run_id, e, reason)
+
+    _after_transaction(s, rolled_back=record)
+    return UploadFailed(
+        f"{reason}; refused for good: sending the same bundle again cannot help",
+        fault=wire.UploadFault.REFUSED,
+    )

@@ -9,7 +9,6 @@ operator_name, interface, rat, experiment, campaign, run, session; results add
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -20,6 +19,7 @@ from orchestrator.analysis.flows import FlowStats, analyse_capture
 from orchestrator.analysis.pcap import CaptureError, read_capture
 from orchestrator.analysis.policing import MIN_BINS, classify_policing
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
+from testbed_common.untrusted import load_json, load_json_lines
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -273,7 +273,8 @@ class BundlePoints:
     notes: list[str] = field(default_factory=list)  # what was skipped or damaged, and why
 
 
-def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
+def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
+                  max_json_bytes: int = 16 * 1024**2) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
     ``*.json`` with format ``testbed.tat``: :func:`tat_points`; ``meta/modem.jsonl``:
@@ -282,7 +283,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
     damaged capture gives the flows before the damage, and a note). Files of other
     kinds are left alone. The ingest service and a rebuild from the archive both call
-    this, so they write the same points.
+    this, so they write the same points. JSON goes through the bounded loader: a file
+    over ``max_json_bytes`` or nested too deep gives a note, never an exception.
     """
     out = BundlePoints(points=[])
     if MODEM_FILE not in files:
@@ -296,7 +298,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
                     out.notes.append(f"{name}: {capture.damage}")
                 out.points.extend(flow_points(analyse_capture(capture.packets), ctx))
             elif name.endswith(".jsonl"):
-                records = [json.loads(line) for line in data.splitlines() if line.strip()]
+                records = load_json_lines(data, what=name, max_bytes=max_json_bytes)
                 if name == MODEM_FILE:
                     out.points.extend(modem_points(records, ctx))
                 elif name == GPS_FILE:
@@ -306,7 +308,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext) -> BundlePoints:
                 else:
                     out.points.extend(abw_points(records, ctx, step=abw_step(name)))
             elif name.endswith(".json"):
-                doc = json.loads(data)
+                doc = load_json(data, what=name, max_bytes=max_json_bytes)
                 if isinstance(doc, dict) and doc.get("format") == "testbed.tat":
                     out.points.extend(tat_points(doc, ctx))
         except (CaptureError, ValueError, KeyError, TypeError) as e:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -40,7 +41,8 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
 class Api:
     """The app under test plus helpers that speak as admin, as a user, or as a node."""
 
-    def __init__(self, client: TestClient, clock: ManualClock, settings: Settings) -> None:
+    def __init__(self, client: httpx.Client, clock: ManualClock, settings: Settings) -> None:
+        # a TestClient, or a client of an orchestrator in a process of its own
         self.client = client
         self.clock = clock
         self.settings = settings
