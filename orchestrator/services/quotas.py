@@ -141,8 +141,10 @@ def settle(s: Session, run: Run, *, at: datetime) -> Settlement | None:
     """Settle the run's reservation once, from its current state: the decision is the
     ledger's (:func:`orchestrator.quotas.settlement.settle`), this stores it. An overrun
     is recorded as an event and shows in the SIM's usage. None: nothing to settle."""
+    if run.settled_at is not None:
+        return None
     reservation = reservation_of(s, run)
-    if reservation is None or run.settled_at is not None:
+    if reservation is None:
         return None
     done = settlement.settle(reservation, measured_bytes=run.measured_bytes,
                              started=RunState(run.state) not in NOT_STARTED)
