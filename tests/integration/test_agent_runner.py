@@ -11,11 +11,13 @@ container's /proc/<pid>/net/dev, as an agent with the host PID namespace would.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,9 +52,13 @@ def _docker_client() -> Any:
     try:
         client = docker.from_env()
         client.ping()
+        return client
     except Exception as e:  # any failure here means: no usable engine
-        unavailable(f"Docker engine not available: {e}")
-    return client
+        why = f"Docker engine not available: {e}"
+    with warnings.catch_warnings():  # the SDK leaves the failed probe's socket open
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    unavailable(why)
 
 
 @dataclass(frozen=True)
