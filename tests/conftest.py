@@ -1,14 +1,23 @@
 """Shared fixtures. Warnings are errors (pyproject); every test builds its own settings,
-database and registry, never global ones."""
+database and registry, never global ones.
+
+Missing components (Docker, root for network namespaces, nft, tcpdump, iperf3, influxd,
+chromium, PostgreSQL): every test that needs one says so through :func:`require` (or
+the ``requires`` marker). Locally that skips, named with its reason (``-ra``); under
+``CI=true`` it fails, so a CI machine that lacks a component cannot pass by skipping.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -24,6 +33,45 @@ def load_server_module(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def in_ci() -> bool:
+    """CI=true (or 1, yes), as CI services and .ci/run set it."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def unavailable(why: str) -> NoReturn:
+    """Skip the calling test here, or fail it under CI=true (a component missing on
+    the CI machine is a broken CI, not a pass)."""
+    if in_ci():
+        pytest.fail(f"{why} (CI=true: a missing component fails the run; scripts/test "
+                    "installs what the tests need)", pytrace=False)
+    pytest.skip(why)
+
+
+def require(condition: bool, why: str) -> None:
+    """Go on if ``condition`` holds; else :func:`unavailable`."""
+    if not condition:
+        unavailable(why)
+
+
+def require_root(what: str) -> None:
+    require(os.geteuid() == 0, f"needs root for {what}")
+
+
+def require_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    require(not missing, f"needs {', '.join(missing)} on PATH (scripts/test installs them)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.requires(problem, ...)``: each argument is why the test cannot
+    run here, or None when it can (e.g. ``influxd.available()``); see :func:`require`."""
+    for mark in item.iter_markers("requires"):
+        for problem in mark.args:
+            if problem is not None:
+                unavailable(str(problem))
 
 
 class ManualClock:

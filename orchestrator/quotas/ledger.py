@@ -2,13 +2,18 @@
 
 Mobile data costs money and a SIM that passes its cap is throttled or billed, so the
 scheduler reserves each run's forecast volume *before* booking it, and the agent's
-measured volume settles the reservation afterwards (the rest is released at once, an
+measured volume settles the reservation afterwards (the rule is
+:func:`orchestrator.quotas.settlement.settle`: the rest is released at once, an
 overrun is recorded, never silently absorbed).
 
 Invariant: for every SIM and period, ``used + reserved`` after a *granted* reservation
 never exceeds ``usable_limit(cap, margin) = floor(cap * (1 - margin))``. Only measured
-traffic (settled overruns, :meth:`QuotaLedger.record_usage`) can push past it, and it
-then shows in ``overrun`` and blocks further reservations.
+traffic (settled overruns) can push past it, and it then shows in ``overrun`` and
+blocks further reservations.
+
+Usage is not kept here between calls: the runs table is the journal (each run's
+reservation and, once settled, what it was charged), and :func:`usage_from_journal`
+turns its sums into the usage a :class:`LedgerState` holds.
 
 Why a small mutable class rather than a persistent value: the planner makes millions
 of reservations per plan, and copying a mapping per reservation would be quadratic.
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from typing import NamedTuple, NewType
@@ -116,6 +121,10 @@ class Usage:
     #: Measured bytes beyond what was reserved, summed over settled runs.
     overrun: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.used + other.used, self.reserved + other.reserved,
+                     self.overrun + other.overrun)
+
 
 @dataclass(frozen=True)
 class LedgerState:
@@ -125,6 +134,36 @@ class LedgerState:
     projects: Mapping[ProjectId, ProjectBudget] = field(default_factory=dict)
     sim_usage: Mapping[tuple[SimKey, datetime], Usage] = field(default_factory=dict)
     project_usage: Mapping[ProjectId, Usage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JournalTotals:
+    """Runs of one SIM, period and project, summed: the journal as the database keeps it.
+
+    ``open_reserved`` sums reservations not settled yet; ``charged`` and ``overrun`` sum
+    what :func:`orchestrator.quotas.settlement.settle` decided for the settled ones
+    (stored as decided, so the sums repeat no part of the rule)."""
+
+    sim: SimKey
+    period_start: datetime
+    project: ProjectId
+    open_reserved: int
+    charged: int
+    overrun: int
+
+
+def usage_from_journal(
+    totals: Iterable[JournalTotals],
+) -> tuple[dict[tuple[SimKey, datetime], Usage], dict[ProjectId, Usage]]:
+    """Usage per (SIM, period start) and per project, for a :class:`LedgerState`: what
+    settled runs were charged is used, what open reservations hold is reserved."""
+    sims: dict[tuple[SimKey, datetime], Usage] = {}
+    projects: dict[ProjectId, Usage] = {}
+    for t in totals:
+        u = Usage(t.charged, t.open_reserved, t.overrun)
+        sims[(t.sim, t.period_start)] = sims.get((t.sim, t.period_start), Usage()) + u
+        projects[t.project] = projects.get(t.project, Usage()) + u
+    return sims, projects
 
 
 class RefusalCode(StrEnum):
@@ -151,14 +190,6 @@ class Reservation:
     nbytes: int
     #: Who holds it (a run or booking id), for reports.
     holder: str = ""
-
-
-@dataclass(frozen=True)
-class Settlement:
-    reservation: Reservation
-    measured_bytes: int
-    released_bytes: int
-    overrun_bytes: int
 
 
 @dataclass(frozen=True)
@@ -274,34 +305,8 @@ class QuotaLedger:
         if refusal is not None:
             return refusal
         period = self._sims[sim].period_at(at).start
-        self._add(sim, period, project, reserved=nbytes)
+        self.add_reserved(sims=[(sim, period, nbytes)], projects=[(project, nbytes)])
         return Reservation(sim, project, period, nbytes, holder)
-
-    def release(self, reservation: Reservation) -> None:
-        """Give back a reservation whose run never moved a byte (cancelled, expired)."""
-        self.settle(reservation, 0)
-
-    def settle(self, reservation: Reservation, measured_bytes: int) -> Settlement:
-        """Charge the measured volume to the reservation's period and release the rest
-        at once. The caller settles each reservation once (the run state machine
-        guarantees it: settling happens on the move to a final state)."""
-        r = reservation
-        overrun = max(0, measured_bytes - r.nbytes)
-        self._add(r.sim, r.period_start, r.project, reserved=-r.nbytes, used=measured_bytes,
-                  overrun=overrun)
-        return Settlement(r, measured_bytes, max(0, r.nbytes - measured_bytes), overrun)
-
-    def record_usage(self, sim: SimKey, project: ProjectId | None, nbytes: int,
-                     at: datetime) -> None:
-        """Traffic measured outside any reservation (agent counters): it counts too."""
-        quota = self._sims.get(sim)
-        period = quota.period_at(at).start if quota else at
-        key = (sim, period)
-        u = self._sim_usage.get(key, Usage())
-        self._sim_usage[key] = replace(u, used=u.used + nbytes, overrun=u.overrun + nbytes)
-        if project is not None:
-            p = self._project_usage.get(project, Usage())
-            self._project_usage[project] = replace(p, used=p.used + nbytes)
 
     def sim_status(self, sim: SimKey, at: datetime) -> QuotaStatus:
         quota = self._sims.get(sim)
@@ -330,20 +335,9 @@ class QuotaLedger:
         limits, :func:`usable_limit` and the budgets): per (SIM, period start) and per
         project, since one SIM can serve several projects."""
         for sim, period, nbytes in sims:
-            u = self._sim_usage.get((sim, period), Usage())
-            self._sim_usage[(sim, period)] = replace(u, reserved=u.reserved + nbytes)
+            self._sim_usage[(sim, period)] = (self._sim_usage.get((sim, period), Usage())
+                                              + Usage(reserved=nbytes))
         for project, nbytes in projects:
-            p = self._project_usage.get(project, Usage())
-            self._project_usage[project] = replace(p, reserved=p.reserved + nbytes)
-
-    def _add(self, sim: SimKey, period: datetime, project: ProjectId, *, reserved: int = 0,
-             used: int = 0, overrun: int = 0) -> None:
-        u = self._sim_usage.get((sim, period), Usage())
-        self._sim_usage[(sim, period)] = Usage(
-            u.used + used, u.reserved + reserved, u.overrun + overrun
-        )
-        p = self._project_usage.get(project, Usage())
-        self._project_usage[project] = Usage(
-            p.used + used, p.reserved + reserved, p.overrun + overrun
-        )
+            self._project_usage[project] = (self._project_usage.get(project, Usage())
+                                            + Usage(reserved=nbytes))
 

@@ -192,11 +192,11 @@ def _write_bookings(ctx: Context, s: Session, result: Plan, rows: dict[str, Camp
                 experiment=manifest.name, experiment_version=manifest.version,
                 image=manifest.image, parameters=dict(b.parameters), not_before=b.start,
                 deadline=b.end, forecast_bytes=r.nbytes, state=RunState.SCHEDULED.value,
-                state_reason=reason, state_at=now, created_at=now, mcc_mnc=r.sim.mcc_mnc,
-                reserved_bytes=r.nbytes, reservation_period=r.period_start,
+                state_reason=reason, state_at=now, created_at=now,
                 session_occurrence=occurrence, session_interfaces=",".join(b.session.interfaces),
                 step=b.step, repetition=b.repetition,
             )
+            quotas.hold(run, r)
             s.add(run)
             s.add(RunEvent(run_id=run.id, state=run.state, reason=reason,
                            source="orchestrator", at=now))

@@ -1,9 +1,11 @@
 """Quotas against the database: SIM caps, project budgets, reservations, settlement.
 
-The pure ledger (``orchestrator.quotas.ledger``) decides; this module feeds it. The
-runs table is the ledger's journal: each run carries its reservation (SIM, period,
-bytes) and, once settled, what was charged. Usage per SIM and period is summed from
-it, so there is no second copy of the numbers to drift out of step.
+The pure ledger (``orchestrator.quotas``) decides; this module feeds it state read
+from the database and stores what it decides. The runs table is the ledger's journal:
+each run carries its reservation (SIM, period, bytes; :func:`hold`) and, once
+settled, what the settlement rule charged (:func:`settle`). Usage per SIM and period
+is summed from it, so there is no second copy of the numbers to drift out of step,
+and no second copy of the rule.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, NotFound
 from orchestrator.model.ids import NodeId
+from orchestrator.quotas import settlement
 from orchestrator.quotas.ledger import (
+    JournalTotals,
     LedgerState,
     ProjectBudget,
     ProjectId,
@@ -25,10 +29,10 @@ from orchestrator.quotas.ledger import (
     Refusal,
     Reservation,
     SimKey,
-    Usage,
-    fmt_bytes,
+    usage_from_journal,
 )
 from orchestrator.quotas.ledger import SimQuota as Quota
+from orchestrator.quotas.settlement import Settlement
 from orchestrator.schemas import (
     BudgetUpdate,
     ProjectQuotaPublic,
@@ -73,31 +77,27 @@ def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKe
 
 def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None
                  ) -> LedgerState:
-    """Caps, budgets and usage as the ledger's frozen state."""
+    """Caps, budgets and usage as the ledger's frozen state. Usage is the journal (the
+    runs table) summed per SIM, period and project; the ledger turns the sums into
+    usage (:func:`usage_from_journal`)."""
     if nodes is None:
         nodes = s.scalars(select(Node)).all()
-    charged = func.coalesce(Run.charged_bytes, 0)
-    reserved = case((Run.settled_at.is_(None), Run.reserved_bytes), else_=0)
-    overrun = case((Run.charged_bytes > Run.reserved_bytes,
-                    Run.charged_bytes - Run.reserved_bytes), else_=0)
-    sums = (func.sum(charged), func.sum(reserved), func.sum(overrun))
-    sim_usage: dict[tuple[SimKey, datetime], Usage] = {}
     rows = s.execute(
-        select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period, *sums)
+        select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period, Project.name,
+               func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes), else_=0)),
+               func.sum(func.coalesce(Run.charged_bytes, 0)),
+               func.sum(func.coalesce(Run.overrun_bytes, 0)))
+        .join(Project, Run.project_id == Project.id)
         .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
                Run.reservation_period.is_not(None))
-        .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period)
+        .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
+                  Project.name)
     ).all()
-    for node_id, iface, mcc_mnc, period, used, res, over in rows:
-        sim_usage[(sim_key(node_id, iface, mcc_mnc), period)] = Usage(
-            int(used or 0), int(res or 0), int(over or 0))
-    project_usage = {
-        ProjectId(name): Usage(int(used or 0), int(res or 0), int(over or 0))
-        for name, used, res, over in s.execute(
-            select(Project.name, *sums).join(Run, Run.project_id == Project.id)
-            .where(Run.reserved_bytes.is_not(None)).group_by(Project.name)
-        ).all()
-    }
+    sim_usage, project_usage = usage_from_journal(
+        JournalTotals(sim_key(node_id, iface, mcc_mnc), period, ProjectId(project),
+                      int(open_ or 0), int(charged or 0), int(over or 0))
+        for node_id, iface, mcc_mnc, period, project, open_, charged, over in rows
+    )
     budgets = {
         ProjectId(p.name): ProjectBudget(ProjectId(p.name), p.budget_bytes)
         for p in s.scalars(select(Project).where(Project.budget_bytes.is_not(None))).all()
@@ -119,29 +119,45 @@ def reserve(s: Session, settings: Settings, *, node: Node, interface: str, proje
     return got
 
 
-def settle(s: Session, run: Run, *, at: datetime) -> None:
-    """Settle the run's reservation once, from its current state: the measured bytes
-    when the agent reported them; nothing for a run that never started; the whole
-    reservation for one that ran but went unmeasured (the safe side). An overrun is
-    recorded as an event and shows in the SIM's usage."""
-    if run.reserved_bytes is None or run.settled_at is not None:
-        return
-    if run.measured_bytes is not None:
-        charged, how = run.measured_bytes, "measured by the agent"
-    elif RunState(run.state) in NOT_STARTED:
-        charged, how = 0, "the run never started: reservation released"
-    else:
-        charged, how = run.reserved_bytes, "not measured: the whole reservation is charged"
-    run.charged_bytes = charged
+def hold(run: Run, reservation: Reservation) -> None:
+    """Write a granted reservation (ad hoc or the planner's) onto its run: the journal
+    entry that :func:`ledger_state` sums and :func:`settle` settles."""
+    run.mcc_mnc = reservation.sim.mcc_mnc
+    run.reserved_bytes = reservation.nbytes
+    run.reservation_period = reservation.period_start
+
+
+def reservation_of(s: Session, run: Run) -> Reservation | None:
+    """The reservation a run holds, as the ledger knows it (None: booked before quotas)."""
+    if run.reserved_bytes is None or run.mcc_mnc is None or run.reservation_period is None:
+        return None
+    project = s.get(Project, run.project_id)
+    assert project is not None  # a foreign key
+    return Reservation(sim_key(run.node_id, run.interface, run.mcc_mnc),
+                       ProjectId(project.name), run.reservation_period, run.reserved_bytes,
+                       f"run {run.id}")
+
+
+def settle(s: Session, run: Run, *, at: datetime) -> Settlement | None:
+    """Settle the run's reservation once, from its current state: the decision is the
+    ledger's (:func:`orchestrator.quotas.settlement.settle`), this stores it. An overrun
+    is recorded as an event and shows in the SIM's usage. None: nothing to settle."""
+    if run.settled_at is not None:
+        return None
+    reservation = reservation_of(s, run)
+    if reservation is None:
+        return None
+    done = settlement.settle(reservation, measured_bytes=run.measured_bytes,
+                             started=RunState(run.state) not in NOT_STARTED)
+    run.charged_bytes = done.charged_bytes
+    run.overrun_bytes = done.overrun_bytes
     run.settled_at = at
-    overrun = charged - run.reserved_bytes
-    if overrun > 0:
-        note = (f"quota overrun: {fmt_bytes(charged)} {how}, {fmt_bytes(overrun)} over the "
-                f"{fmt_bytes(run.reserved_bytes)} reserved on SIM {run.mcc_mnc} of "
-                f"{run.node_id}/{run.interface}")
+    note = done.overrun_note()
+    if note is not None:
         log.warning("run %s: %s", run.id, note)
         s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator",
                        at=at))
+    return done
 
 
 # --- operator-facing ---------------------------------------------------------------
@@ -268,7 +284,7 @@ def quota_points(ctx: Context) -> list[Point]:
     (the planner loop writes them after each pass: the quota dashboard's series)."""
     now = ctx.clock.now()
     with ctx.db.session() as s:
-        countries = dict(s.execute(select(Node.id, Node.country)).tuples().all())
+        countries = {nid: c for nid, c in s.execute(select(Node.id, Node.country))}
     return [
         quota_point(node=q.node, interface=q.interface, operator=q.mcc_mnc,
                     operator_name=q.operator or "", country=countries.get(q.node, ""),

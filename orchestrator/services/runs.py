@@ -127,10 +127,8 @@ def book_run(
         state_reason=f"booked for {start.isoformat()} on {node_id}/{interface}",
         state_at=now,
         created_at=now,
-        mcc_mnc=reservation.sim.mcc_mnc,
-        reserved_bytes=reservation.nbytes,
-        reservation_period=reservation.period_start,
     )
+    quotas.hold(run, reservation)
     s.add(run)
     s.add(
         RunEvent(

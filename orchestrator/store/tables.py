@@ -208,9 +208,11 @@ class Run(Base):
     reservation_period: Mapped[datetime | None]
     #: Bytes the agent measured on the interface (both directions), when reported.
     measured_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    #: What the ledger charged when the reservation was settled (measured bytes; 0 for
-    #: a run that never started; the whole reservation when it ran but went unmeasured).
+    #: What the settlement rule (orchestrator.quotas.settlement) decided, stored as
+    #: decided: the bytes charged and the part of them beyond the reservation. Usage
+    #: sums these, so no query repeats the rule. NULL until settled.
     charged_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    overrun_bytes: Mapped[int | None] = mapped_column(BigInteger)
     settled_at: Mapped[datetime | None]
     #: The link rate the run measured (TAT mean), bit/s: the planner's rate history.
     measured_rate_bps: Mapped[float | None] = mapped_column(Float)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, require
 
 URL = "http://127.0.0.1:8080"
 FINAL = {"done", "failed", "cancelled", "expired"}
@@ -113,8 +113,8 @@ def script(name: str, *args: str, timeout: float = 900) -> None:
 
 @pytest.fixture(scope="session")
 def fleet() -> Iterator[Fleet]:
-    if not _docker_ok():
-        pytest.skip("the end-to-end tests need a running Docker engine (docker info failed)")
+    require(_docker_ok(), "the end-to-end tests need a running Docker engine "
+            "(docker info failed)")
     script("down", "--volumes")
     script("up", "--no-demo")
     fleet = Fleet(_env()["TESTBED_ADMIN_TOKEN"])

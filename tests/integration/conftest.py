@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from orchestrator.api.app import create_app
 from orchestrator.settings import SchedulingSettings, Settings
 from testbed_common import wire
-from tests.conftest import REPO, ManualClock
+from tests.conftest import REPO, ManualClock, require
 from tests.integration import postgres
 
 ADMIN = "admin-token-for-tests-0123456789"
@@ -94,8 +94,7 @@ class Api:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     why = postgres.available()
-    if why:
-        pytest.skip(why)
+    require(why is None, f"PostgreSQL: {why}")
     with postgres.server() as url:
         yield url
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, require_root, require_tools, unavailable
 
 pytestmark = pytest.mark.netns
 
@@ -95,9 +95,10 @@ class Servers:
 @pytest.fixture()
 def servers() -> Iterator[Servers]:
     abw = abw_binary()
-    if os.geteuid() != 0 or not abw or not all(
-            shutil.which(t) for t in ("iperf3", "ITGSend", "ITGRecv", "ITGDec", "tc")):
-        pytest.skip("needs root (network namespaces), iperf3, d-itg, tc and the abw binary")
+    require_root("network namespaces (ip netns)")
+    require_tools("ip", "iperf3", "ITGSend", "ITGRecv", "ITGDec", "tc")
+    if abw is None:
+        unavailable("needs the abw binary (cd tools && cargo build --release)")
     ditg_dir = Path(tempfile.mkdtemp(prefix="tb-ditg-"))
     s = Servers(abw, ditg_dir)
     try:
@@ -205,8 +206,7 @@ def test_unreachable_ditg_receiver_is_an_error_not_a_hang(
 ) -> None:
     servers.start("abw")  # ABw answers; ITGRecv does not
     if silent:  # the signalling port's packets vanish: no refusal, no answer at all
-        if shutil.which("nft") is None:
-            pytest.skip("needs nft")
+        require_tools("nft")
         _ip("netns", "exec", SERVER_NS, "nft", "add table inet t; "
             "add chain inet t in { type filter hook input priority 0; }; "
             "add rule inet t in tcp dport 9000 drop")
@@ -276,8 +276,8 @@ def test_lost_control_connection_ends_the_session_with_the_reason(
 ) -> None:
     """The server's process dies (the connection is reset) or the link goes silent, in
     the middle of an ABw step of 10 estimates (~10 s) or of a 10 s TAT."""
-    if lose == "cut" and shutil.which("nft") is None:
-        pytest.skip("needs nft")
+    if lose == "cut":
+        require_tools("nft")
     servers.start("abw", "iperf3", "itgrecv", "logs")
     proc, results = start_session(tmp_path, servers.abw, tat_tool=tool, estimates=10,
                                   run_s=10)

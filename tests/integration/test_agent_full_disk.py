@@ -7,7 +7,6 @@ The state directory is a 4 MiB tmpfs mounted for the test (needs root)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,14 +20,15 @@ from node_agent.config import parse_config
 from node_agent.runner import RunOutcome, StopRequest
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment
+from tests.conftest import require_root, require_tools
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a tmpfs")
+    require_root("mounting a small tmpfs")
+    require_tools("mount", "umount")
     mnt = tmp_path / "state"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)

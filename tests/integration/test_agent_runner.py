@@ -11,18 +11,20 @@ container's /proc/<pid>/net/dev, as an agent with the host PID namespace would.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
-import shutil
 import subprocess
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from node_agent.backstop import NftBackstop, quota_name
@@ -35,8 +37,7 @@ from orchestrator.timeseries.schema import RunContext, bundle_points
 from testbed_common.bundle import build_bundle, inspect_bundle
 from testbed_common.states import RunState
 from testbed_common.wire import Operator
-
-docker = pytest.importorskip("docker")
+from tests.conftest import require_root, require_tools, unavailable
 
 pytestmark = pytest.mark.docker
 
@@ -51,9 +52,13 @@ def _docker_client() -> Any:
     try:
         client = docker.from_env()
         client.ping()
+        return client
     except Exception as e:  # any failure here means: no usable engine
-        pytest.skip(f"Docker engine not available: {e}")
-    return client
+        why = f"Docker engine not available: {e}"
+    with warnings.catch_warnings():  # the SDK leaves the failed probe's socket open
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    unavailable(why)
 
 
 @dataclass(frozen=True)
@@ -292,8 +297,8 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
     unique (in-order) payload against tat's receiver byte count, and the mean of the
     capture's 100 ms bins against the mean of tat's bins over the steady part (first
     and last 0.5 s left out: slow start, and the end of the two clocks' bin grids)."""
-    if os.geteuid() != 0 or not (shutil.which("tcpdump") and shutil.which("nsenter")):
-        pytest.skip("needs root, tcpdump and nsenter on the test host")
+    require_root("tcpdump in the node container's namespace")
+    require_tools("tcpdump", "nsenter")
     runner = DockerRunner(
         testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),
         node_id=NODE_ID, interfaces=["eth0"], meter_interval_s=0.5,
@@ -350,8 +355,8 @@ def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Pat
     meter's guarantee is gone: at 10 Mbit/s a 5 s gap is 6 MB. The nftables quota in
     the node's namespace still holds the run to its 2 MB reservation, the run ends
     saying so, and the quota is removed afterwards."""
-    if os.geteuid() != 0 or not (shutil.which("nft") and shutil.which("nsenter")):
-        pytest.skip("needs root, nft and nsenter on the test host")
+    require_root("nftables in the node container's namespace")
+    require_tools("nft", "nsenter")
     backstop = NftBackstop(netns_pid=lambda: testbed.node_pid)
     runner = DockerRunner(
         testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from orchestrator.services.context import Context
 from orchestrator.services.reaper import reap
 from orchestrator.settings import UploadSettings
 from orchestrator.store.tables import Upload
+from tests.conftest import require_root, require_tools
 from tests.integration.conftest import Api
 from tests.integration.test_api_uploads import (
     BUNDLE_URL,
@@ -144,10 +144,8 @@ def test_crash_after_the_last_byte_is_verified_when_the_agent_comes_back(
 @pytest.fixture
 def small_upload_disk(api: Api) -> Iterator[Path]:
     """A 400 KiB tmpfs over the orchestrator's upload directory."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the full-disk upload test needs root (to mount a tmpfs) under CI")
-        pytest.skip("needs root to mount a tmpfs")
+    require_root("mounting a small tmpfs")
+    require_tools("mount", "umount")
     mnt = api.settings.upload_dir
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)], check=True)
     try:

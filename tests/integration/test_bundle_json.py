@@ -22,7 +22,7 @@ from orchestrator.services.ingest import ingest_pending
 from orchestrator.store.tables import Run
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
-from tests.conftest import ManualClock
+from tests.conftest import ManualClock, require
 from tests.integration import influxd
 from tests.integration.conftest import Api, make_settings
 
@@ -97,8 +97,7 @@ def test_deeply_nested_manifest_is_refused_with_the_reason_on_the_run(
 @pytest.fixture
 def api_influx(tmp_path: Path, clock: ManualClock) -> Iterator[Api]:
     why = influxd.available()
-    if why:
-        pytest.skip(why)
+    require(why is None, str(why))
     with influxd.running() as store:
         base = make_settings(tmp_path)
         settings = base.model_copy(update={

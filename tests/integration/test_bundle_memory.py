@@ -31,8 +31,8 @@ from tests.integration.conftest import Api, make_settings
 
 URL = wire.AGENT_PREFIX + "/runs/{}/bundle"
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
-                                reason="needs Linux /proc to read peak memory")
+pytestmark = pytest.mark.requires(
+    None if Path("/proc/self/clear_refs").exists() else "needs Linux /proc to read peak memory")
 
 
 def documented_bound() -> int:

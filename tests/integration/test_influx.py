@@ -27,8 +27,7 @@ from orchestrator.timeseries.schema import TAT, TAT_SUMMARY, RunContext, point, 
 from tests.integration import influxd
 from tests.recorded import tat_result
 
-pytestmark = pytest.mark.skipif(influxd.available() is not None,
-                                reason=str(influxd.available()))
+pytestmark = pytest.mark.requires(influxd.available())
 
 HOUR_NS = 3600 * 10**9
 T0 = 1_795_312_800 * 10**9  # an hour boundary (2026-11-22 00:00 UTC)

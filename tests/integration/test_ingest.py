@@ -29,8 +29,7 @@ from tests.recorded import tat_result
 
 BINS = 31  # 100 ms receiver bins in the recorded 3 s transfer
 
-pytestmark = pytest.mark.skipif(influxd.available() is not None,
-                                reason=str(influxd.available()))
+pytestmark = pytest.mark.requires(influxd.available())
 
 
 @pytest.fixture

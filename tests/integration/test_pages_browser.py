@@ -43,11 +43,10 @@ from tests.integration.conftest import ADMIN, make_settings
 from tests.integration.live import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.skipif(influxd.available() is not None, reason=str(influxd.available())),
-    pytest.mark.skipif(CHROMIUM is None,
-                       reason="chromium not installed (apt-get install chromium)"),
-]
+pytestmark = pytest.mark.requires(
+    influxd.available(),
+    None if CHROMIUM else "chromium not installed (apt-get install chromium)",
+)
 
 CAMPAIGN = "c-synth"
 DAYS = 4

@@ -45,7 +45,7 @@ from orchestrator.analysis.pcap import read_capture
 from testbed_common.bundle import build_bundle, inspect_bundle
 from testbed_common.states import RunState
 from testbed_common.wire import Operator
-from tests.conftest import REPO
+from tests.conftest import REPO, require_root, require_tools
 
 pytestmark = pytest.mark.netns
 
@@ -76,8 +76,8 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def rig() -> Iterator[Rig]:
-    if os.geteuid() != 0 or not (shutil.which("iperf3") and shutil.which("tcpdump")):
-        pytest.skip("needs root (network namespaces), iperf3 and tcpdump")
+    require_root("network namespaces (ip netns)")
+    require_tools("ip", "iperf3", "tcpdump")
     procs: list[subprocess.Popen[Any]] = []
     work = Path(tempfile.mkdtemp(prefix="tbcap-"))
     capture_dir, log = work / "captures", work / "service.log"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, require_root, require_tools
 
 pytestmark = pytest.mark.netns
 
@@ -40,8 +39,8 @@ def _in(ns: str, *cmd: str) -> list[str]:
 
 @pytest.fixture()
 def topology() -> Iterator[list[subprocess.Popen[bytes]]]:
-    if os.geteuid() != 0 or shutil.which("iperf3") is None:
-        pytest.skip("needs root (network namespaces) and iperf3")
+    require_root("network namespaces (ip netns)")
+    require_tools("ip", "iperf3")
     servers: list[subprocess.Popen[bytes]] = []
     try:
         for ns in (SERVER_NS, CLIENT_NS, GHOST_NS):

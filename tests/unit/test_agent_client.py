@@ -79,17 +79,30 @@ def test_transport_errors_and_5xx_are_retried_then_unreachable() -> None:
     assert len(calls) == 3
 
 
-def test_retry_recovers() -> None:
-    calls = []
+@pytest.mark.parametrize("fault", ["timeout", "503"])
+def test_retry_recovers(fault: str) -> None:
+    """Two transient failures, then the orchestrator answers: the same report is sent
+    three times, after the client's two quick pauses, and the call succeeds."""
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(1)
-        if len(calls) < 3:
-            raise httpx.ReadTimeout("slow")
+        seen.append(request)
+        if len(seen) < 3:
+            if fault == "timeout":
+                raise httpx.ReadTimeout("slow")
+            return httpx.Response(503, json={"detail": "restarting"})
         return httpx.Response(204)
 
-    _client(handler).report_state(
-        "r-1", wire.StateReport(state=RunState.RUNNING, reason="started", at=NOW))
+    client = OrchestratorClient(
+        "http://orchestrator:8080/", "node-token", transport=httpx.MockTransport(handler),
+        sleep=slept.append, quick_retries_s=(0.5, 1.5))
+    # returns (raises nothing): the third try was accepted
+    client.report_state("r-1", wire.StateReport(state=RunState.RUNNING, reason="started",
+                                                at=NOW))
+    assert len(seen) == 3 and slept == [0.5, 1.5]
+    assert {r.url.path for r in seen} == {"/api/v1/agent/runs/r-1/state"}
+    assert [json.loads(r.content)["state"] for r in seen] == ["running"] * 3
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,14 @@
-"""Quota ledger: reservations, refusals users read, settling, rollover, and the
-invariant that granted reservations never pass the usable cap (property test)."""
+"""Quota ledger: reservations, refusals users read, the settlement rule, usage summed
+from the journal, rollover, and the invariant that granted reservations never pass the
+usable cap (property test).
+
+Settling is tested as production does it: the rule (``quotas.settlement.settle``)
+decides, a journal of runs keeps the decisions, and usage is summed from the journal
+(``usage_from_journal``) into the state the next reservation is checked against."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,6 +17,7 @@ from hypothesis import strategies as st
 
 from orchestrator.model.ids import NodeId
 from orchestrator.quotas.ledger import (
+    JournalTotals,
     LedgerState,
     ProjectBudget,
     ProjectId,
@@ -20,7 +27,9 @@ from orchestrator.quotas.ledger import (
     Reservation,
     SimKey,
     SimQuota,
+    usage_from_journal,
 )
+from orchestrator.quotas.settlement import ChargeBasis, Settlement, settle
 
 SIM = SimKey(NodeId("se-03"), "op0", "240-01")
 P = ProjectId("mbb")
@@ -36,6 +45,40 @@ def ledger(cap: int = 5 * GB, *, margin: float = 0.05, reset_day: int = 1,
     return QuotaLedger(state)
 
 
+class Journal:
+    """The runs table in miniature: each run's reservation and, once settled, what the
+    rule decided; summed per run as the service sums its rows."""
+
+    def __init__(self, base: LedgerState) -> None:
+        self.base = base
+        self.runs: list[tuple[Reservation, Settlement | None]] = []
+
+    def ledger(self) -> QuotaLedger:
+        sims, projects = usage_from_journal(
+            JournalTotals(r.sim, r.period_start, r.project,
+                          r.nbytes if s is None else 0,
+                          s.charged_bytes if s else 0, s.overrun_bytes if s else 0)
+            for r, s in self.runs)
+        return QuotaLedger(replace(self.base, sim_usage=sims, project_usage=projects))
+
+    def reserve(self, *, nbytes: int, at: datetime) -> Reservation | Refusal:
+        got = self.ledger().reserve(sim=SIM, project=P, nbytes=nbytes, at=at)
+        if isinstance(got, Reservation):
+            self.runs.append((got, None))
+        return got
+
+    def settle(self, r: Reservation, *, measured: int | None,
+               started: bool = True) -> Settlement:
+        i = next(i for i, (held, s) in enumerate(self.runs) if held is r and s is None)
+        done = settle(r, measured_bytes=measured, started=started)
+        self.runs[i] = (r, done)
+        return done
+
+
+def journal(cap: int = 5 * GB, *, margin: float = 0.05, reset_day: int = 1) -> Journal:
+    return Journal(ledger(cap, margin=margin, reset_day=reset_day).state())
+
+
 def test_reserve_then_refuse_with_the_message_users_see() -> None:
     led = ledger()
     r = led.reserve(sim=SIM, project=P, nbytes=4 * GB, at=T)
@@ -48,19 +91,62 @@ def test_reserve_then_refuse_with_the_message_users_see() -> None:
     assert (status.used, status.reserved, status.remaining) == (0, 4 * GB, 750_000_000)
 
 
-def test_settle_releases_the_rest_at_once_and_records_overrun() -> None:
-    led = ledger()
-    r = led.reserve(sim=SIM, project=P, nbytes=GB, at=T)
+R = Reservation(SIM, P, datetime(2026, 3, 1, tzinfo=UTC), GB)
+
+
+@pytest.mark.parametrize(("measured", "started", "charged", "released", "overrun", "basis"), [
+    (400_000_000, True, 400_000_000, 600_000_000, 0, ChargeBasis.MEASURED),
+    (1_300_000_000, True, 1_300_000_000, 0, 300_000_000, ChargeBasis.MEASURED),
+    (GB, True, GB, 0, 0, ChargeBasis.MEASURED),
+    # a measurement wins over the state the run was in
+    (5_000, False, 5_000, GB - 5_000, 0, ChargeBasis.MEASURED),
+    (None, False, 0, GB, 0, ChargeBasis.NOT_STARTED),
+    (None, True, GB, 0, 0, ChargeBasis.UNMEASURED),  # the safe side
+])
+def test_settlement_rule(measured: int | None, started: bool, charged: int, released: int,
+                         overrun: int, basis: ChargeBasis) -> None:
+    s = settle(R, measured_bytes=measured, started=started)
+    assert (s.charged_bytes, s.released_bytes, s.overrun_bytes, s.basis) == (
+        charged, released, overrun, basis)
+    assert s.reservation is R
+
+
+def test_an_overrun_is_explained_and_nothing_else_is() -> None:
+    s = settle(R, measured_bytes=1_300_000_000, started=True)
+    assert s.overrun_note() == ("quota overrun: 1.30 GB measured by the agent, 300.00 MB "
+                                "over the 1.00 GB reserved on SIM 240-01 of se-03/op0")
+    assert settle(R, measured_bytes=GB, started=True).overrun_note() is None
+
+
+def test_a_negative_measurement_is_refused() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        settle(R, measured_bytes=-1, started=True)
+
+
+def test_settling_releases_the_rest_at_once_and_records_overrun() -> None:
+    j = journal()
+    r = j.reserve(nbytes=GB, at=T)
     assert isinstance(r, Reservation)
-    s = led.settle(r, 400_000_000)
-    assert (s.released_bytes, s.overrun_bytes) == (600_000_000, 0)
-    st_ = led.sim_status(SIM, T)
-    assert (st_.used, st_.reserved) == (400_000_000, 0)
-    r2 = led.reserve(sim=SIM, project=P, nbytes=GB, at=T)
+    j.settle(r, measured=400_000_000)
+    st_ = j.ledger().sim_status(SIM, T)
+    assert (st_.used, st_.reserved, st_.overrun) == (400_000_000, 0, 0)
+    r2 = j.reserve(nbytes=GB, at=T)
     assert isinstance(r2, Reservation)
-    assert led.settle(r2, 1_300_000_000).overrun_bytes == 300_000_000
+    assert j.ledger().sim_status(SIM, T).reserved == GB
+    j.settle(r2, measured=1_300_000_000)
+    led = j.ledger()
     assert led.sim_status(SIM, T).overrun == 300_000_000
-    assert led.project_status(P).used == 1_700_000_000
+    assert (led.project_status(P).used, led.project_status(P).overrun) == (1_700_000_000,
+                                                                           300_000_000)
+
+
+def test_a_cancelled_run_gives_its_whole_reservation_back() -> None:
+    j = journal()
+    r = j.reserve(nbytes=4 * GB, at=T)
+    assert isinstance(r, Reservation)
+    assert isinstance(j.reserve(nbytes=GB, at=T), Refusal)
+    j.settle(r, measured=None, started=False)
+    assert isinstance(j.reserve(nbytes=4 * GB, at=T), Reservation)
 
 
 def test_period_rolls_over_at_local_midnight_of_the_reset_day() -> None:
@@ -83,10 +169,11 @@ def test_reset_day_31_means_the_last_day_of_short_months() -> None:
 
 
 def test_a_settlement_after_the_reset_charges_the_old_period() -> None:
-    led = ledger(reset_day=15)
-    r = led.reserve(sim=SIM, project=P, nbytes=GB, at=datetime(2026, 3, 14, 20, tzinfo=UTC))
+    j = journal(reset_day=15)
+    r = j.reserve(nbytes=GB, at=datetime(2026, 3, 14, 20, tzinfo=UTC))
     assert isinstance(r, Reservation)
-    led.settle(r, GB)
+    j.settle(r, measured=GB)
+    led = j.ledger()
     assert led.sim_status(SIM, datetime(2026, 3, 20, tzinfo=UTC)).used == 0
     assert led.sim_status(SIM, datetime(2026, 3, 1, tzinfo=UTC)).used == GB
 
@@ -132,22 +219,21 @@ OPS = st.lists(st.one_of(
 def test_granted_reservations_never_pass_the_usable_cap(
     ops: list[tuple[str, int, int]], cap: int, margin: float, reset_day: int
 ) -> None:
-    led = ledger(cap, margin=margin, reset_day=reset_day)
-    quota = led.state().sims[SIM]
+    j = journal(cap, margin=margin, reset_day=reset_day)
+    quota = j.base.sims[SIM]
     open_: list[Reservation] = []
     for op, n, day in ops:
         at = T + timedelta(days=day)
         if op == "reserve":
-            r = led.reserve(sim=SIM, project=P, nbytes=n, at=at)
+            r = j.reserve(nbytes=n, at=at)
             if isinstance(r, Reservation):
                 open_.append(r)
-                s = led.sim_status(SIM, at)
+                s = j.ledger().sim_status(SIM, at)
                 # even after measured overruns: a grant checks used + reserved
                 assert s.used + s.reserved <= quota.usable_bytes
             else:
                 assert r.code in (RefusalCode.SIM_CAP, RefusalCode.CAP_TOO_SMALL)
         elif open_:
-            r = open_.pop(n % len(open_))
-            led.settle(r, n)
-    for (_, period), usage in led.state().sim_usage.items():
+            j.settle(open_.pop(n % len(open_)), measured=n)
+    for (_, period), usage in j.ledger().state().sim_usage.items():
         assert usage.reserved == sum(r.nbytes for r in open_ if r.period_start == period)

@@ -1,6 +1,7 @@
 //! Integration tests: real `abw recv` and `abw send` processes over
 //! loopback (always) and over a tbf-shaped veth between two network
-//! namespaces (root only; skipped with a message otherwise).
+//! namespaces (root only: skipped with a message otherwise, failed under
+//! CI=true; see `tools/testsupport/require.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -165,10 +166,8 @@ fn loopback_control_lost() {
     assert!(el < Duration::from_secs(15));
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+#[path = "../../testsupport/require.rs"]
+mod require;
 
 struct Netns {
     names: [String; 2],
@@ -189,8 +188,8 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn netns_tbf_bottleneck() {
-    if !is_root() {
-        eprintln!("SKIPPED netns_tbf_bottleneck: needs root for network namespaces and tc");
+    let why = require::not_root("network namespaces and tc");
+    if !require::runnable("netns_tbf_bottleneck", why) {
         return;
     }
     let pid = std::process::id();

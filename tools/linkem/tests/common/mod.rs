@@ -9,6 +9,10 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../testsupport/require.rs"]
+mod require;
+pub use require::runnable;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,9 +33,8 @@ pub const ROUTER: &str = "198.18.1.1";
 
 /// Why these tests cannot run here, if they cannot.
 pub fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and TUN devices need root)".into());
+    if let Some(why) = require::not_root("network namespaces and TUN devices") {
+        return Some(why);
     }
     if !Path::new("/dev/net/tun").exists() {
         return Some("/dev/net/tun is missing".into());
@@ -42,21 +45,20 @@ pub fn skip_reason() -> Option<String> {
     None
 }
 
-/// Returns true (after printing why) when the calling test must skip.
+/// Returns true when the calling test must skip (it printed why); panics
+/// under CI=true instead (see `testsupport/require.rs`).
 pub fn skip(test: &str) -> bool {
-    match skip_reason() {
-        Some(why) => {
-            eprintln!("SKIP {test}: {why}");
-            true
-        }
-        None => false,
-    }
+    !runnable(test, skip_reason())
 }
 
-/// Folder of the shared cellular traces, if present.
-pub fn traces_dir() -> Option<PathBuf> {
+/// Folder of the shared cellular traces: `../shared/traces/cellular` beside
+/// the repository (CI has it; a user's clone may not). None, after printing
+/// why, when the calling test must skip; panics under CI=true when absent.
+pub fn traces_dir(test: &str) -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cellular");
-    d.join("README.md").exists().then_some(d)
+    let present = d.join("README.md").exists();
+    let why = (!present).then(|| "../shared/traces/cellular beside the repository is absent".into());
+    runnable(test, why).then_some(d)
 }
 
 /// The linkem binary built for the tests.
