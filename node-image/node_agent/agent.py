@@ -37,6 +37,7 @@ from node_agent.errors import (
     Unauthorized,
 )
 from node_agent.execution import bundle_run, deploy, run_session
+from node_agent.faults import FaultyUploads
 from node_agent.interfaces import CounterSource, snapshot
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
@@ -81,6 +82,8 @@ class Agent:
         state = config.state_dir
         self.outbox = Outbox(state / "outbox")
         self.spool = Spool(state / "spool")
+        #: Bundles go through the fault-injection hook (inert unless armed on the node).
+        self._uploads = FaultyUploads(client, state / "faults")
         self.work_dir = state / "work"
         self.book_path = state / "assignments.json"
         self.book: AssignmentBook = load_book(self.book_path)
@@ -327,7 +330,7 @@ class Agent:
                 for item in self.spool.pending():
                     if item.run_id in waiting:
                         continue  # its state reports go first
-                    upload(self.client, self.spool, item, chunk_bytes=self.config.chunk_bytes)
+                    upload(self._uploads, self.spool, item, chunk_bytes=self.config.chunk_bytes)
             except (OrchestratorUnreachable, Unauthorized, ProtocolError) as e:
                 log.warning("cannot send to the orchestrator now (%s); will retry", e)
                 return False
