@@ -7,7 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import FileResponse
 
-from orchestrator.api.deps import CtxDep, UserDep
+from orchestrator.api.deps import (
+    CtxDep,
+    ExperimentPath,
+    NodeIdQuery,
+    RecordIdPath,
+    RecordIdQuery,
+    UserDep,
+)
+from orchestrator.api.errors import COMMON, responses
 from orchestrator.errors import NotFound
 from orchestrator.schemas import (
     CampaignPublic,
@@ -21,7 +29,7 @@ from orchestrator.services import campaigns, experiments, results, runs
 from orchestrator.store.tables import Bundle
 from testbed_common.states import RunState
 
-router = APIRouter(prefix="/api/v1", tags=["runs"])
+router = APIRouter(prefix="/api/v1", tags=["runs"], responses=COMMON)
 
 
 @router.get("/experiments")
@@ -29,12 +37,12 @@ def list_experiments(ctx: CtxDep, _me: UserDep) -> list[ExperimentPublic]:
     return experiments.list_experiments(ctx)
 
 
-@router.get("/experiments/{name}")
-def get_experiment(ctx: CtxDep, _me: UserDep, name: str) -> ExperimentPublic:
+@router.get("/experiments/{name}", responses=responses(404))
+def get_experiment(ctx: CtxDep, _me: UserDep, name: ExperimentPath) -> ExperimentPublic:
     return experiments.get_experiment(ctx, name)
 
 
-@router.post("/runs", status_code=201)
+@router.post("/runs", status_code=201, responses=responses(404, 409))
 def submit_run(ctx: CtxDep, me: UserDep, body: RunCreate) -> RunPublic:
     return runs.submit_run(ctx, me, body)
 
@@ -44,25 +52,28 @@ def list_runs(
     ctx: CtxDep,
     _me: UserDep,
     state: RunState | None = None,
-    node: str | None = None,
-    campaign: str | None = None,
+    node: NodeIdQuery = None,
+    campaign: RecordIdQuery = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 200,
 ) -> list[RunPublic]:
     return runs.list_runs(ctx, state=state, node=node, campaign=campaign, limit=limit)
 
 
-@router.get("/runs/{run_id}")
-def get_run(ctx: CtxDep, _me: UserDep, run_id: str) -> RunPublic:
+@router.get("/runs/{run_id}", responses=responses(404))
+def get_run(ctx: CtxDep, _me: UserDep, run_id: RecordIdPath) -> RunPublic:
     return runs.get_run(ctx, run_id)
 
 
-@router.post("/runs/{run_id}/cancel")
-def cancel_run(ctx: CtxDep, me: UserDep, run_id: str, body: RunCancel) -> RunPublic:
+@router.post("/runs/{run_id}/cancel", responses=responses(404, 409))
+def cancel_run(ctx: CtxDep, me: UserDep, run_id: RecordIdPath, body: RunCancel) -> RunPublic:
     return runs.cancel_run(ctx, me, run_id, body)
 
 
-@router.get("/runs/{run_id}/bundle", response_class=FileResponse)
-def download_bundle(ctx: CtxDep, _me: UserDep, run_id: str) -> FileResponse:
+@router.get("/runs/{run_id}/bundle", response_class=FileResponse, responses={
+    200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+          "description": "The run's bundle, byte for byte as archived"},
+    **responses(404)})
+def download_bundle(ctx: CtxDep, _me: UserDep, run_id: RecordIdPath) -> FileResponse:
     run = runs.get_run(ctx, run_id)
     if run.bundle_sha256 is None:
         raise NotFound(f"run {run_id} has no archived bundle (state {run.state.value})")
@@ -78,13 +89,13 @@ def download_bundle(ctx: CtxDep, _me: UserDep, run_id: str) -> FileResponse:
     )
 
 
-@router.get("/runs/{run_id}/result")
-def get_result(ctx: CtxDep, _me: UserDep, run_id: str) -> dict[str, Any]:
+@router.get("/runs/{run_id}/result", responses=responses(404, 507))
+def get_result(ctx: CtxDep, _me: UserDep, run_id: RecordIdPath) -> dict[str, Any]:
     """The run's main result file (the experiment's declared format), from the archive."""
     return results.read_result(ctx, run_id)
 
 
-@router.post("/campaigns", status_code=201)
+@router.post("/campaigns", status_code=201, responses=responses(404, 409))
 def submit_campaign(
     ctx: CtxDep, me: UserDep, body: Annotated[dict[str, Any], Body()]
 ) -> CampaignPublic:
@@ -103,6 +114,6 @@ def list_campaigns(
     return campaigns.list_campaigns(ctx, limit=limit)
 
 
-@router.get("/campaigns/{campaign_id}")
-def get_campaign(ctx: CtxDep, _me: UserDep, campaign_id: str) -> CampaignPublic:
+@router.get("/campaigns/{campaign_id}", responses=responses(404))
+def get_campaign(ctx: CtxDep, _me: UserDep, campaign_id: RecordIdPath) -> CampaignPublic:
     return campaigns.get_campaign(ctx, campaign_id)

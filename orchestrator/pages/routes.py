@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Unauthorized
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
-from orchestrator.services.auth import authenticate_user
+from orchestrator.services.auth import authenticate_user, bearer_token
 from orchestrator.services.campaigns import list_campaigns
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import list_nodes
@@ -79,10 +79,7 @@ def _store(request: Request) -> queries.TimeSeriesQuery | None:
 
 
 def _token(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.cookies.get(COOKIE)
+    return bearer_token(request.headers.get("authorization")) or request.cookies.get(COOKIE)
 
 
 def _valid(request: Request, token: str | None) -> bool:
