@@ -24,7 +24,7 @@ from orchestrator.api import (
     routes_runs,
     routes_users,
 )
-from orchestrator.api.deps import bearer, scrape_token
+from orchestrator.api.deps import TOKEN_SCHEME, scrape_token
 from orchestrator.bootstrap import build_context
 from orchestrator.errors import Unauthorized
 from orchestrator.metrics.collector import StateCollector
@@ -138,9 +138,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     app.add_middleware(
         guard.RequestGuard,
         rules=guard.rules_for(
-            app, token_dependency=bearer,
+            app.openapi(), scheme=TOKEN_SCHEME,
             default_max_body_bytes=settings.api.max_body_bytes,
-            max_body_bytes={routes_agent.append_chunk.__name__: settings.uploads.max_chunk_bytes},
+            max_body_bytes={("PATCH", routes_agent.CHUNK_PATH): settings.uploads.max_chunk_bytes},
         ),
         default_max_body_bytes=settings.api.max_body_bytes,
     )

@@ -17,10 +17,14 @@ def get_ctx(request: Request) -> Context:
     return ctx
 
 
+#: The security scheme of every route that needs a token (the guard reads it).
+TOKEN_SCHEME = "Token"
 #: Documents the scheme in OpenAPI; never refuses by itself (the services name what is
 #: wrong with a token, and the guard refuses a missing one before the body is read).
-_scheme = HTTPBearer(auto_error=False, description="An API token, or a node's token on "
-                     "the agent routes")
+_scheme = HTTPBearer(auto_error=False, scheme_name=TOKEN_SCHEME,
+                     description="An API token, or a node's token on the agent routes")
+_metrics_scheme = HTTPBearer(auto_error=False, scheme_name="MetricsToken",
+                             description="TESTBED_METRICS_TOKEN (or the admin token)")
 
 
 def bearer(
@@ -32,7 +36,7 @@ def bearer(
 
 
 def scrape_token(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_scheme)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_metrics_scheme)],
 ) -> str | None:
     """The optional token of ``/metrics``: not :func:`bearer`, whose routes need one."""
     return bearer(credentials)

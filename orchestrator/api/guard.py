@@ -10,20 +10,19 @@ its 401. This ASGI middleware runs first and answers
 - 413 when the body is over the route's cap: at once when ``Content-Length`` says so,
   and as soon as a streamed (chunked) body passes the cap, without reading further.
 
-Which routes need a token is read from the routes themselves (a route that depends on
-:func:`~orchestrator.api.deps.bearer`), so a new route cannot be forgotten here.
+Which routes need a token is read from the app's OpenAPI document (an operation with
+the ``Token`` security scheme, which :func:`~orchestrator.api.deps.bearer` declares), so
+a new route cannot be forgotten here, and what is documented is what is enforced.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from fastapi import FastAPI
-from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,26 +48,31 @@ class Rule:
         return method in self.methods and self.path.match(path) is not None
 
 
-def _depends_on(dependant: Dependant, call: Callable[..., object]) -> bool:
-    return any(d.call is call or _depends_on(d, call) for d in dependant.dependencies)
+def _path_regex(template: str) -> re.Pattern[str]:
+    """``/api/v1/runs/{run_id}`` -> a regex matching one segment per parameter."""
+    parts = re.split(r"\{[^}/]+\}", template)
+    return re.compile("^" + "[^/]+".join(re.escape(p) for p in parts) + "$")
 
 
 def rules_for(
-    app: FastAPI, *, token_dependency: Callable[..., object], default_max_body_bytes: int,
-    max_body_bytes: Mapping[str, int],
+    openapi: Mapping[str, Any], *, scheme: str, default_max_body_bytes: int,
+    max_body_bytes: Mapping[tuple[str, str], int],
 ) -> list[Rule]:
-    """One rule per API route: needs a token when it depends on ``token_dependency``;
-    its body cap is ``max_body_bytes[route name]``, else the default."""
-    return [
-        Rule(
-            methods=frozenset(route.methods or ()),
-            path=route.path_regex,
-            needs_token=_depends_on(route.dependant, token_dependency),
-            max_body_bytes=max_body_bytes.get(route.name, default_max_body_bytes),
-        )
-        for route in app.routes
-        if isinstance(route, APIRoute)
-    ]
+    """One rule per documented operation: it needs a token when its ``security`` names
+    ``scheme``; its body cap is ``max_body_bytes[(METHOD, path template)]``, else the
+    default."""
+    rules = []
+    for template, operations in openapi.get("paths", {}).items():
+        for method, op in operations.items():
+            needs = any(scheme in requirement for requirement in op.get("security", []))
+            key = (method.upper(), template)
+            rules.append(Rule(
+                methods=frozenset({method.upper()}),
+                path=_path_regex(template),
+                needs_token=needs,
+                max_body_bytes=max_body_bytes.get(key, default_max_body_bytes),
+            ))
+    return rules
 
 
 async def _answer(send: Send, status: int, detail: str,

@@ -12,6 +12,8 @@ from orchestrator.services import nodes, runs, uploads
 from testbed_common import wire
 
 router = APIRouter(prefix=wire.AGENT_PREFIX, tags=["agent"], responses=COMMON)
+#: Where bundle chunks are sent; its body cap is the chunk cap (see append_chunk).
+CHUNK_PATH = f"{wire.AGENT_PREFIX}/runs/{{run_id}}/bundle"
 
 
 @router.post("/register")
@@ -52,7 +54,7 @@ async def append_chunk(
     upload_offset: UploadOffsetHeader,
 ) -> wire.UploadStatus:
     """The chunk's size is capped by ``settings.uploads.max_chunk_bytes`` before it is
-    read (:mod:`orchestrator.api.guard`, which knows this route by its name)."""
+    read (:mod:`orchestrator.api.guard`, which knows this route by CHUNK_PATH)."""
     chunks = [part async for part in request.stream()]
     if not any(chunks):
         raise Invalid("empty chunk: send the bundle bytes from the upload's offset")
