@@ -4,6 +4,7 @@ credential (admin token, node token, no token) and rounds that repeat with new s
 until the case count is reached.
 
     .venv/bin/python bench/fuzz_api.py --cases 50000 --seconds 300
+    .venv/bin/python bench/fuzz_api.py --postgres --budget 600   # on PostgreSQL
 
 Prints one line per round and a total: cases, server errors (5xx), response-schema
 violations, other failures, duration and the machine's load average.
@@ -12,16 +13,33 @@ violations, other failures, duration and the machine's load average.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the real orchestrator process, as the tests start it
-from tests.integration import fuzz  # noqa: E402
+from tests.integration import fuzz, postgres  # noqa: E402
 from tests.integration.live import orchestrator  # noqa: E402
+
+
+@contextlib.contextmanager
+def database(use_postgres: bool) -> Iterator[dict[str, str]]:
+    """The orchestrator's environment for its database: SQLite (the default of
+    ``orchestrator``) or a fresh PostgreSQL server, which refuses what SQLite takes
+    (NUL in text, strings over their column's length)."""
+    if not use_postgres:
+        yield {}
+        return
+    why = postgres.available()
+    if why:
+        raise SystemExit(f"no PostgreSQL: {why}")
+    with postgres.server() as template:
+        yield {"TESTBED_DATABASE_URL": postgres.create_database(template, "fuzz")}
 
 
 def main() -> int:
@@ -29,10 +47,12 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=50_000, help="stop after this many cases")
     ap.add_argument("--seconds", type=int, default=300, help="time per credential per round")
     ap.add_argument("--budget", type=int, default=3600, help="stop after this many seconds")
+    ap.add_argument("--postgres", action="store_true", help="on PostgreSQL, not SQLite")
     args = ap.parse_args()
     started = time.monotonic()
     totals = {"cases": 0, "5xx": 0, "schema": 0, "other": 0}
-    with tempfile.TemporaryDirectory() as tmp, orchestrator(Path(tmp)) as live:
+    with (tempfile.TemporaryDirectory() as tmp, database(args.postgres) as env,
+          orchestrator(Path(tmp), **env) as live):
         creds = fuzz.credentials(live)
         round_no = 0
         while totals["cases"] < args.cases and time.monotonic() - started < args.budget:

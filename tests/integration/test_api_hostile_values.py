@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.timeseries.lineprotocol import encode_batch
 from testbed_common import wire
 from testbed_common.bounds import INT64_MAX
 from tests.integration.conftest import Api
@@ -121,3 +122,33 @@ def test_validation_errors_have_the_one_error_shape(api: Api) -> None:
     assert_refused(r, "not valid JSON", status=400)
     r = api.client.get("/api/v1/runs", headers=api.admin, params={"limit": "lots"})
     assert_refused(r, "query.limit")
+
+
+class Encoding:
+    """A sink that encodes what it is given as the InfluxDB client does."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, points: Any) -> int:
+        self.lines += encode_batch(points).decode().splitlines()
+        return len(points)
+
+
+def test_live_samples_line_protocol_cannot_carry_are_dropped(api: Api) -> None:
+    """A sample with a line break in a tag, or a value InfluxDB cannot store, used to sit
+    in the live buffer and fail every later write of it, for good."""
+    token = api.add_node("se-01", SIM)
+    ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
+    ctx.timeseries = sink = Encoding()  # live points are kept only with a store
+    good = {"time": "2026-11-22T12:00:00+00:00", "interface": "op0", "rssi": -70.0}
+    bad = [{**good, "interface": "op0\nevil"}, {**good, "operator": "Telia\\"},
+           {**good, "cell_id": 2**70}]
+    text = json.dumps(heartbeat(metadata={"modems": [*bad, good]}))
+    text = text.replace('"rssi": -70.0}]', '"rssi": -70.0}, {"time": "2026-11-22T12:00:00Z", '
+                        '"interface": "op1", "rssi": Infinity}]')
+    r = raw(api, "POST", f"{wire.AGENT_PREFIX}/heartbeat", text, api.node(token))
+    assert r.status_code == 200, r.text
+    assert ctx.live.flush(sink) == 1
+    [line] = sink.lines
+    assert line.startswith("modem,") and "interface=op0" in line and "rssi=-70.0" in line
