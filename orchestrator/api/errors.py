@@ -73,10 +73,15 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "request"
 
 
+def _message(error: dict[str, Any]) -> str:
+    cause = (error.get("ctx") or {}).get("error")
+    msg = str(error.get("msg", "invalid"))
+    return f"{msg}: {cause}" if error.get("type") == "json_invalid" and cause else msg
+
+
 def validation_detail(errors: list[dict[str, Any]]) -> str:
     """``body.name: String should match pattern ...; query.limit: ...``."""
-    shown = [f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}"
-             for e in errors[:MAX_PROBLEMS]]
+    shown = [f"{_where(tuple(e.get('loc', ())))}: {_message(e)}" for e in errors[:MAX_PROBLEMS]]
     more = len(errors) - MAX_PROBLEMS
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 

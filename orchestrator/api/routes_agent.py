@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.deps import CtxDep, RecordIdPath, TokenDep, UploadOffsetHeader
-from orchestrator.api.errors import COMMON, responses
+from orchestrator.api.errors import responses
+from orchestrator.api.finite import api_router
 from orchestrator.errors import Invalid
 from orchestrator.services import nodes, runs, uploads
 from testbed_common import wire
 
-router = APIRouter(prefix=wire.AGENT_PREFIX, tags=["agent"], responses=COMMON)
+router = api_router(wire.AGENT_PREFIX, "agent")
 #: Where bundle chunks are sent; its body cap is the chunk cap (see append_chunk).
 CHUNK_PATH = f"{wire.AGENT_PREFIX}/runs/{{run_id}}/bundle"
 

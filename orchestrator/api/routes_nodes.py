@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from orchestrator.api.deps import CtxDep, NodeIdPath, UserDep
-from orchestrator.api.errors import COMMON, responses
+from orchestrator.api.errors import responses
+from orchestrator.api.finite import api_router
 from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
 from orchestrator.services import nodes
 
-router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"], responses=COMMON)
+router = api_router("/api/v1/nodes", "nodes")
 
 
 @router.post("", status_code=201, responses=responses(403, 409))

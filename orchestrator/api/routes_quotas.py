@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from orchestrator.api.deps import CtxDep, InterfacePath, NodeIdPath, ProjectPath, UserDep
-from orchestrator.api.errors import COMMON, responses
+from orchestrator.api.errors import responses
+from orchestrator.api.finite import api_router
 from orchestrator.schemas import (
     BudgetUpdate,
     PlanPublic,
@@ -16,7 +15,7 @@ from orchestrator.schemas import (
 )
 from orchestrator.services import planning, quotas
 
-router = APIRouter(prefix="/api/v1", tags=["quotas"], responses=COMMON)
+router = api_router("/api/v1", "quotas")
 
 
 @router.put("/nodes/{node_id}/interfaces/{interface}/quota", responses=responses(403, 404))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import Body, Query
 from fastapi.responses import FileResponse
 
 from orchestrator.api.deps import (
@@ -15,7 +15,8 @@ from orchestrator.api.deps import (
     RecordIdQuery,
     UserDep,
 )
-from orchestrator.api.errors import COMMON, responses
+from orchestrator.api.errors import responses
+from orchestrator.api.finite import api_router
 from orchestrator.errors import NotFound
 from orchestrator.schemas import (
     CampaignPublic,
@@ -29,7 +30,7 @@ from orchestrator.services import campaigns, experiments, results, runs
 from orchestrator.store.tables import Bundle
 from testbed_common.states import RunState
 
-router = APIRouter(prefix="/api/v1", tags=["runs"], responses=COMMON)
+router = api_router("/api/v1", "runs")
 
 
 @router.get("/experiments")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from orchestrator.api.deps import CtxDep, UserDep
-from orchestrator.api.errors import COMMON, responses
+from orchestrator.api.errors import responses
+from orchestrator.api.finite import api_router
 from orchestrator.schemas import ProjectCreate, ProjectPublic, UserCreate, UserToken
 from orchestrator.services import users
 
-router = APIRouter(prefix="/api/v1", tags=["users"], responses=COMMON)
+router = api_router("/api/v1", "users")
 
 
 @router.post("/users", status_code=201, responses=responses(403, 409))

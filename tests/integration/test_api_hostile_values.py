@@ -65,11 +65,27 @@ def test_non_finite_numbers_are_refused(api: Api) -> None:
     token = api.add_node("se-01", SIM)
     hb = json.dumps(heartbeat()).rstrip("}") + ', "clock_offset_s": NaN}'
     assert_refused(raw(api, "POST", f"{wire.AGENT_PREFIX}/heartbeat", hb, api.node(token)),
-                   "clock_offset_s")
-    for text in ('{"name": "ann", "token_days": Infinity}', '{"name": "ann", "token_days": 1e308}'):
-        assert_refused(raw(api, "POST", "/api/v1/users", text, api.admin), "token_days")
-    assert_refused(raw(api, "PUT", "/api/v1/nodes/se-01/interfaces/op0/quota",
-                       '{"cap_bytes": 1, "margin": NaN}', api.admin), "margin")
+                   "NaN is not a JSON number", status=400)
+    assert_refused(raw(api, "POST", "/api/v1/users", '{"name": "ann", "token_days": Infinity}',
+                       api.admin), "Infinity is not a JSON number", status=400)
+    # finite, but past what date arithmetic takes
+    assert_refused(raw(api, "POST", "/api/v1/users", '{"name": "ann", "token_days": 1e308}',
+                       api.admin), "token_days")
+    assert_refused(api.client.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=api.node(token),
+                                   json=heartbeat(clock_offset_s=1e300)), "clock_offset_s")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_refused_in_free_form_parts_too(api: Api, constant: str) -> None:
+    """JSON Schema's minimum and maximum let NaN through: a NaN duration was a 500, a NaN
+    bin width was stored (and PostgreSQL cannot read it back)."""
+    api.add_node("se-01", SIM)
+    for param in ("duration_s", "bin_s"):
+        body = ('{"experiment": "tat", "node": "se-01", "interface": "op0", '
+                f'"parameters": {{"{param}": {constant}}}}}')
+        assert_refused(raw(api, "POST", "/api/v1/runs", body, api.admin),
+                       f"{constant} is not a JSON number", status=400)
+    assert api.client.get("/api/v1/runs", headers=api.admin).json() == []
 
 
 def test_dates_need_an_offset_and_a_sane_year(api: Api) -> None:
@@ -144,10 +160,8 @@ def test_live_samples_line_protocol_cannot_carry_are_dropped(api: Api) -> None:
     good = {"time": "2026-11-22T12:00:00+00:00", "interface": "op0", "rssi": -70.0}
     bad = [{**good, "interface": "op0\nevil"}, {**good, "operator": "Telia\\"},
            {**good, "cell_id": 2**70}]
-    text = json.dumps(heartbeat(metadata={"modems": [*bad, good]}))
-    text = text.replace('"rssi": -70.0}]', '"rssi": -70.0}, {"time": "2026-11-22T12:00:00Z", '
-                        '"interface": "op1", "rssi": Infinity}]')
-    r = raw(api, "POST", f"{wire.AGENT_PREFIX}/heartbeat", text, api.node(token))
+    r = api.client.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=api.node(token),
+                        json=heartbeat(metadata={"modems": [*bad, good]}))
     assert r.status_code == 200, r.text
     assert ctx.live.flush(sink) == 1
     [line] = sink.lines
