@@ -4,11 +4,24 @@ kept apart from the ORM tables so the stored shape can change without breaking c
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.model.ids import NODE_ID_PATTERN
+from testbed_common.bounds import (
+    ByteCount,
+    ExperimentStr,
+    Instant,
+    InterfaceStr,
+    Label32,
+    Label64,
+    NameList,
+    NameStr,
+    NodeIdStr,
+    Reason,
+    TagList,
+    TimezoneStr,
+)
 from testbed_common.states import NodeHealth, RunState
 
 
@@ -16,12 +29,17 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: An API token's lifetime in days (at most a century, finite); none: it never expires.
+TokenDays = Annotated[float | None, Field(gt=0, le=36500, allow_inf_nan=False)]
+
+
 class UserCreate(_In):
-    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,64}$")
+    name: NameStr
     is_admin: bool = False
-    projects: list[str] = []
-    #: Token lifetime in days; none means it never expires.
-    token_days: float | None = Field(None, gt=0)
+    #: Projects the user joins; duplicates are merged.
+    projects: NameList = []
+    #: Token lifetime in days, up to a century; none means it never expires.
+    token_days: TokenDays = None
 
 
 class UserToken(BaseModel):
@@ -35,7 +53,7 @@ class UserToken(BaseModel):
 
 class TokenCreate(_In):
     #: Token lifetime in days; none means it never expires.
-    token_days: float | None = Field(None, gt=0)
+    token_days: TokenDays = None
 
 
 class TokenPublic(BaseModel):
@@ -57,7 +75,7 @@ class TokensRevoked(BaseModel):
 
 
 class ProjectCreate(_In):
-    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,64}$")
+    name: NameStr
 
 
 class ProjectPublic(BaseModel):
@@ -66,13 +84,14 @@ class ProjectPublic(BaseModel):
 
 
 class NodeCreate(_In):
-    id: str = Field(pattern=NODE_ID_PATTERN, examples=["se-01"])
+    id: NodeIdStr = Field(examples=["se-01"])
     country: str = Field(pattern=r"^[A-Z]{2}$", examples=["SE"])
-    timezone: str = Field("UTC", examples=["Europe/Stockholm"])
-    model: str = "unknown"
-    architecture: str = "unknown"
+    timezone: TimezoneStr = Field("UTC", examples=["Europe/Stockholm"])
+    model: Label64 = "unknown"
+    architecture: Label32 = "unknown"
     mobility: str = Field("stationary", pattern=r"^(stationary|mobile)$")
-    tags: list[str] = []
+    #: Duplicates are merged.
+    tags: TagList = []
 
 
 class InterfacePublic(BaseModel):
@@ -114,17 +133,17 @@ class NodeCreated(BaseModel):
 
 class MaintenanceUpdate(_In):
     maintenance: bool
-    reason: str = "set by an operator"
+    reason: Reason = "set by an operator"
 
 
 class RunCreate(_In):
-    experiment: str
-    node: str
-    interface: str
+    experiment: ExperimentStr
+    node: NodeIdStr
+    interface: InterfaceStr
     parameters: dict[str, Any] = {}
-    project: str = "default"
+    project: NameStr = "default"
     #: Earliest start; default now. The run gets the first free slot after it.
-    not_before: datetime | None = None
+    not_before: Instant | None = None
 
 
 class RunEventPublic(BaseModel):
@@ -165,7 +184,7 @@ class RunPublic(BaseModel):
 
 
 class RunCancel(_In):
-    reason: str = Field("cancelled by user", min_length=1, max_length=500)
+    reason: Reason = "cancelled by user"
 
 
 class ExperimentPublic(BaseModel):
@@ -229,11 +248,11 @@ class CampaignSummary(BaseModel):
 
 class QuotaUpdate(_In):
     #: Monthly data cap of the SIM, bytes (both directions).
-    cap_bytes: int = Field(ge=0)
+    cap_bytes: ByteCount
     #: Day of month the cap resets, node local time; 29-31 mean "or the last day".
     reset_day: int = Field(1, ge=1, le=31)
     #: Share of the cap kept free of reservations (0.05: booking stops at 95 %).
-    margin: float = Field(0.05, ge=0, lt=1)
+    margin: float = Field(0.05, ge=0, lt=1, allow_inf_nan=False)
 
 
 class SimQuotaPublic(BaseModel):
@@ -272,7 +291,7 @@ class QuotasPublic(BaseModel):
 
 class BudgetUpdate(_In):
     #: Bytes the project may move over its lifetime, all SIMs; None: unlimited.
-    budget_bytes: int | None = Field(ge=0)
+    budget_bytes: ByteCount | None
 
 
 class PlanPublic(BaseModel):

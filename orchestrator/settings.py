@@ -104,6 +104,13 @@ class UploadSettings(BaseModel):
         return self
 
 
+class ApiSettings(BaseModel):
+    #: Largest request body of every route but the upload chunks', bytes. 1 MiB holds a
+    #: heartbeat with 64 modems' metadata or a long campaign many times over; what is
+    #: over it is refused (413) before it is read, so a body cannot cost more memory.
+    max_body_bytes: int = Field(1024**2, gt=0)
+
+
 class SchedulingSettings(BaseModel):
     #: Gap kept between two runs on one node, seconds (container start/stop, radio idle).
     padding_s: float = Field(5.0, ge=0)
@@ -167,10 +174,14 @@ class Settings(BaseSettings):
     #: Token of the bootstrap administrator (creates users and nodes). Outside
     #: development it must pass :func:`weak_secret` (docs/security.md).
     admin_token: str = PLACEHOLDER_TOKEN
+    #: Bearer token Prometheus sends to scrape ``/metrics`` in full (per-SIM series,
+    #: with node ids). Without it, or unset, ``/metrics`` shows only fleet aggregates.
+    metrics_token: str | None = None
     host: str = "0.0.0.0"
     port: int = 8080
     health: HealthSettings = HealthSettings()
     uploads: UploadSettings = UploadSettings()
+    api: ApiSettings = ApiSettings()
     scheduling: SchedulingSettings = SchedulingSettings()
     influx: InfluxSettings = InfluxSettings()
 
@@ -181,5 +192,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"TESTBED_ADMIN_TOKEN is {why}; {HOW_TO_GENERATE} (scripts/up does), "
                 "or run with TESTBED_ENVIRONMENT=development"
+            )
+        if (self.environment != "development" and self.metrics_token is not None
+                and (self.metrics_token == PLACEHOLDER_TOKEN or len(self.metrics_token) < 16)):
+            raise ValueError(
+                "TESTBED_METRICS_TOKEN is the placeholder or shorter than 16 characters; "
+                "set a random token (e.g. `openssl rand -hex 24`) or leave it unset"
             )
         return self

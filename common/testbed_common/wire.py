@@ -9,10 +9,24 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from testbed_common.bounds import (
+    ByteCount,
+    Count,
+    IdList,
+    Instant,
+    InterfaceStr,
+    Label8,
+    Label32,
+    Label64,
+    PositiveByteCount,
+    Reason,
+    Seconds,
+    unique_by,
+)
 from testbed_common.states import RunState
 
 API_PREFIX = "/api/v1"
@@ -24,27 +38,35 @@ class _Wire(BaseModel):
 
 
 class Operator(_Wire):
-    mcc_mnc: str = Field(pattern=r"^\d{3}-\d{2,3}$", examples=["240-01"])
-    name: str
+    mcc_mnc: str = Field(pattern=r"^[0-9]{3}-[0-9]{2,3}$", examples=["240-01"])
+    name: Label64
 
 
 class InterfaceReport(_Wire):
     """One modem interface as the agent sees it."""
 
-    name: str = Field(examples=["op0"])
+    name: InterfaceStr = Field(examples=["op0"])
     operator: Operator
-    rat: str | None = None
-    address: str | None = None
-    rx_bytes: int = 0
-    tx_bytes: int = 0
+    rat: Label8 | None = None
+    address: Label64 | None = None
+    rx_bytes: ByteCount = 0
+    tx_bytes: ByteCount = 0
     up: bool = True
 
 
+#: A node's interfaces, each reported once (two reports of one interface contradict).
+Interfaces = Annotated[
+    list[InterfaceReport],
+    Field(max_length=64),
+    AfterValidator(unique_by(lambda i: i.name, "interface")),
+]
+
+
 class Registration(_Wire):
-    agent_version: str
-    model: str = "unknown"
-    architecture: str = "unknown"
-    interfaces: list[InterfaceReport]
+    agent_version: Label32
+    model: Label64 = "unknown"
+    architecture: Label32 = "unknown"
+    interfaces: Interfaces
 
 
 class RegistrationReply(_Wire):
@@ -66,13 +88,14 @@ class LiveMetadata(_Wire):
 
 
 class Heartbeat(_Wire):
-    sent_at: datetime
-    interfaces: list[InterfaceReport]
+    sent_at: Instant
+    interfaces: Interfaces
     #: Agent clock minus orchestrator clock, seconds, estimated from the last exchange.
-    clock_offset_s: float | None = None
-    disk_free_bytes: int
-    running_run_ids: list[str] = []
-    spooled_bundles: int = 0
+    clock_offset_s: Seconds | None = None
+    disk_free_bytes: ByteCount
+    #: Duplicates are merged.
+    running_run_ids: IdList = []
+    spooled_bundles: Count = 0
     #: Latest modem, GPS and system samples: the time-series store follows the node
     #: between runs too (runs also carry their own samples in their bundles).
     metadata: LiveMetadata | None = None
@@ -102,16 +125,16 @@ class HeartbeatReply(_Wire):
 
 class StateReport(_Wire):
     state: RunState
-    reason: str = Field(min_length=1, max_length=2000)
-    at: datetime
+    reason: Reason
+    at: Instant
     #: Bytes the run moved on its interface (both directions), sent with the report
     #: that ends the run's traffic (uploading, failed, cancelled); the orchestrator
     #: settles the run's quota reservation with it. None: not measured (older agents).
-    measured_bytes: int | None = Field(None, ge=0)
+    measured_bytes: ByteCount | None = None
 
 
 class UploadCreate(_Wire):
-    size: int = Field(gt=0)
+    size: PositiveByteCount
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 

@@ -8,14 +8,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api import (
     errors,
+    guard,
     routes_agent,
     routes_nodes,
     routes_quotas,
@@ -23,10 +25,13 @@ from orchestrator.api import (
     routes_tokens,
     routes_users,
 )
+from orchestrator.api.deps import TOKEN_SCHEME, scrape_token
 from orchestrator.bootstrap import build_context
+from orchestrator.errors import Unauthorized
 from orchestrator.metrics.collector import StateCollector
 from orchestrator.model.clock import Clock
 from orchestrator.pages import routes as pages_routes
+from orchestrator.services.auth import may_scrape
 from orchestrator.services.ingest import ingest_pending
 from orchestrator.services.planning import availability, replan
 from orchestrator.services.quotas import quota_points
@@ -126,20 +131,45 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     )
     ctx = build_context(settings, clock)
     app.state.ctx = ctx
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(StateCollector(ctx))
     errors.install(app)
     for r in (routes_users, routes_nodes, routes_quotas, routes_runs, routes_agent):
         app.include_router(r.router)
     app.include_router(routes_tokens.router)
     app.include_router(pages_routes.router)
+    _meta_routes(app, ctx.settings)
+    app.add_middleware(
+        guard.RequestGuard,
+        rules=guard.rules_for(
+            app.openapi(), scheme=TOKEN_SCHEME,
+            default_max_body_bytes=settings.api.max_body_bytes,
+            max_body_bytes={("PATCH", routes_agent.CHUNK_PATH): settings.uploads.max_chunk_bytes},
+        ),
+        default_max_body_bytes=settings.api.max_body_bytes,
+    )
+    return app
+
+
+def _meta_routes(app: FastAPI, settings: Settings) -> None:
+    ctx = app.state.ctx
+    registries = {}
+    for per_sim in (False, True):
+        registries[per_sim] = CollectorRegistry(auto_describe=True)
+        registries[per_sim].register(StateCollector(ctx, per_sim=per_sim))
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/metrics", tags=["meta"], response_class=Response)
-    def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    return app
+    @app.get("/metrics", tags=["meta"], response_class=Response, responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+              "description": "Prometheus text format"},
+        **errors.responses(401)})
+    def metrics(token: Annotated[str | None, Depends(scrape_token)]) -> Response:
+        """Fleet aggregates for anyone; with ``Authorization: Bearer <metrics token>``
+        (``TESTBED_METRICS_TOKEN``, or the admin token) also the per-SIM quota series,
+        which name nodes. A wrong token is refused rather than given less."""
+        if token is not None and not may_scrape(settings, token):
+            raise Unauthorized("unknown metrics token: send TESTBED_METRICS_TOKEN as "
+                               "'Authorization: Bearer <token>', or no token for aggregates")
+        body = generate_latest(registries[token is not None])
+        return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -22,8 +22,12 @@ from testbed_common.states import NodeHealth, RunState
 
 
 class StateCollector(Collector):
-    def __init__(self, ctx: Context) -> None:
+    """``per_sim``: also the quota series per SIM, labelled with node ids (shown only to
+    a scraper with the metrics token; the fleet aggregates are public)."""
+
+    def __init__(self, ctx: Context, *, per_sim: bool = True) -> None:
         self.ctx = ctx
+        self.per_sim = per_sim
 
     def collect(self) -> Iterator[Metric]:
         now = self.ctx.clock.now()
@@ -47,7 +51,8 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "testbed_archive_bytes", "Bytes of bundles in the raw archive", value=archived or 0
         )
-        yield from self._quotas()
+        if self.per_sim:
+            yield from self._quotas()
 
     def _quotas(self) -> Iterator[Metric]:
         labels = ["node", "interface", "mcc_mnc"]

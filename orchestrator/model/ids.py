@@ -8,17 +8,18 @@ import secrets
 from datetime import datetime
 from typing import NewType
 
+from testbed_common.bounds import NODE_ID_PATTERN
+
 NodeId = NewType("NodeId", str)
 RunId = NewType("RunId", str)
 CampaignId = NewType("CampaignId", str)
 
-#: Node ids appear in paths and tags, so they are kept to a safe alphabet.
-NODE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 
 
 def valid_node_id(value: str) -> bool:
-    return bool(_NODE_ID.match(value))
+    """Node ids appear in paths and tags, so they are kept to a safe alphabet."""
+    return _NODE_ID.fullmatch(value) is not None
 
 
 def new_run_id(now: datetime) -> RunId:

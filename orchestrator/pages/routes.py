@@ -41,7 +41,7 @@ from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Una
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.services.access import Readable, readable
-from orchestrator.services.auth import Principal, authenticate_user
+from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import list_nodes
@@ -93,10 +93,10 @@ def _store(request: Request) -> queries.TimeSeriesQuery | None:
 
 def _caller(request: Request) -> Principal | None:
     """Who is reading: the bearer token's holder, else the session's; None if neither."""
-    auth = request.headers.get("authorization", "")
+    token = bearer_token(request.headers.get("authorization"))
     try:
-        if auth.lower().startswith("bearer "):
-            return authenticate_user(_ctx(request), auth[7:].strip())
+        if token is not None:
+            return authenticate_user(_ctx(request), token)
         return authenticate_session(_ctx(request), request.cookies.get(COOKIE))
     except Unauthorized:
         return None

@@ -10,31 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.scheduling.bounds import MAX_NODES, MAX_PARAMETERS, MAX_STEPS
-
-Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+from testbed_common.bounds import ExperimentStr, InterfaceStr, Label128, NameStr, NodeIdStr
 
 
 class CampaignStep(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    experiment: str = Field(min_length=1, max_length=64)
+    experiment: ExperimentStr
     parameters: dict[str, Any] = Field({}, max_length=MAX_PARAMETERS)
     #: Node ids; empty means every node of the fleet that is not in maintenance.
-    nodes: list[Name] = Field([], max_length=MAX_NODES)
+    nodes: list[NodeIdStr] = Field([], max_length=MAX_NODES)
     #: Interface names, or empty for every interface of each node.
-    interfaces: list[Name] = Field([], max_length=16)
+    interfaces: list[InterfaceStr] = Field([], max_length=16)
 
 
 class CampaignSpec(BaseModel):
     """Bounded like version 2 (scheduling.bounds), into which it is converted."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=128)
-    project: str = Field("default", min_length=1, max_length=64)
+    name: Label128
+    project: NameStr = "default"
     steps: list[CampaignStep] = Field(min_length=1, max_length=MAX_STEPS)
     repetitions: int = Field(1, ge=1, le=1000)
 

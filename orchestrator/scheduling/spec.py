@@ -31,7 +31,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -41,6 +40,7 @@ from orchestrator.scheduling import bounds
 from orchestrator.scheduling.campaign import CampaignSpec
 from orchestrator.scheduling.recurrence import parse_window
 from orchestrator.scheduling.selection import Selection
+from testbed_common.bounds import ExperimentStr, Label128, NameStr, NodeIdStr
 
 D = TypeVar("D", bound=date)  # a date or a datetime
 
@@ -64,7 +64,7 @@ def in_horizon(value: D) -> D:
 
 class StepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    experiment: str = Field(min_length=1, max_length=64)
+    experiment: ExperimentStr
     parameters: dict[str, Any] = Field({}, max_length=bounds.MAX_PARAMETERS)
 
 
@@ -163,14 +163,13 @@ Recurrence = Annotated[Asap | Idle | Every | Daily, Field(discriminator="kind")]
 class CampaignSpecV2(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: Literal[2] = 2
-    name: str = Field(min_length=1, max_length=128)
-    project: str = Field("default", min_length=1, max_length=64)
+    name: Label128
+    project: NameStr = "default"
     #: Tag expression (see ``selection.py``; its length and terms are bounded there);
     #: None selects every SIM of the fleet.
     select: str | None = None
     #: Explicit node ids; combined with ``select`` by AND when both are given.
-    nodes: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
-        [], max_length=bounds.MAX_NODES)
+    nodes: list[NodeIdStr] = Field([], max_length=bounds.MAX_NODES)
     steps: list[StepSpec] = Field(min_length=1, max_length=bounds.MAX_STEPS)
     #: Repetitions within a session; odd ones run the steps in reverse order.
     repetitions: int = Field(1, ge=1, le=1000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.errors import Forbidden, Unauthorized
 from orchestrator.services.context import Context
+from orchestrator.settings import Settings
 from orchestrator.store.tables import ApiToken, Node, User
 
 ADMIN_USER = "admin"
@@ -28,8 +30,34 @@ class Principal:
             raise Forbidden(f"user {self.name!r} is not an administrator")
 
 
+#: What a token can look like: printable ASCII, no space (``new_token`` makes URL-safe
+#: base64; an administrator's token is hex or similar). Anything else is refused as
+#: unknown before it is hashed or compared (``hmac.compare_digest`` raises TypeError on
+#: non-ASCII text, which was a 500).
+_TOKEN = re.compile(r"[\x21-\x7e]{1,512}")
+
+
+def well_formed(token: str) -> bool:
+    return _TOKEN.fullmatch(token) is not None
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if authorization and authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip() or None
+    return None
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def may_scrape(settings: Settings, token: str) -> bool:
+    """Whether ``token`` may read ``/metrics`` in full: the scrape token or the admin's."""
+    if not well_formed(token):
+        return False
+    allowed = [t for t in (settings.metrics_token, settings.admin_token) if t]
+    return any(hmac.compare_digest(token.encode(), t.encode()) for t in allowed)
 
 
 def ensure_admin_user(ctx: Context) -> None:
@@ -42,8 +70,10 @@ def ensure_admin_user(ctx: Context) -> None:
 def authenticate_user(ctx: Context, token: str | None) -> Principal:
     if not token:
         raise Unauthorized("missing API token: send 'Authorization: Bearer <token>'")
+    if not well_formed(token):
+        raise Unauthorized("malformed API token: a token is printable ASCII without spaces")
     with ctx.db.session() as s:
-        if hmac.compare_digest(token, ctx.settings.admin_token):
+        if hmac.compare_digest(token.encode(), ctx.settings.admin_token.encode()):
             admin = s.scalar(select(User).where(User.name == ADMIN_USER))
             if admin is None:
                 raise Unauthorized("administrator not bootstrapped; restart the orchestrator")
@@ -62,6 +92,8 @@ def authenticate_user(ctx: Context, token: str | None) -> Principal:
 def authenticate_node(s: Session, token: str | None) -> Node:
     if not token:
         raise Unauthorized("missing node token: send 'Authorization: Bearer <node token>'")
+    if not well_formed(token):
+        raise Unauthorized("malformed node token: a token is printable ASCII without spaces")
     node = s.scalar(select(Node).where(Node.token_hash == hash_token(token)))
     if node is None:
         raise Unauthorized(

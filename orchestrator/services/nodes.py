@@ -21,6 +21,7 @@ from orchestrator.services.context import Context
 from orchestrator.services.runs import transition
 from orchestrator.services.views import node_public
 from orchestrator.store.tables import Interface, Node, Run
+from orchestrator.timeseries.lineprotocol import Point, encode
 from orchestrator.timeseries.schema import RunContext, live_points
 from testbed_common import wire
 from testbed_common.states import RunState
@@ -152,7 +153,19 @@ def _buffer_live_points(ctx: Context, node: Node, meta: wire.LiveMetadata) -> No
     except (ValueError, KeyError, TypeError) as e:
         log.warning("node %s: heartbeat metadata not turned into points: %s", node.id, e)
         return
-    ctx.live.add(points)
+    ctx.live.add([p for p in points if _encodable(node.id, p)])
+
+
+def _encodable(node_id: str, p: Point) -> bool:
+    """Whether line protocol can carry ``p``. A point it cannot (a line break or a
+    trailing backslash in a tag, an infinite or over-64-bit value) is dropped here: in
+    the buffer it would fail every later write of the live points, for good."""
+    try:
+        encode(p)
+    except (ValueError, TypeError) as e:
+        log.warning("node %s: heartbeat sample dropped: %s", node_id, e)
+        return False
+    return True
 
 
 def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.HeartbeatReply:

@@ -67,6 +67,8 @@ def format_value(value: FieldValue) -> str:
     if isinstance(value, bool):  # before int: bool is an int subclass
         return "true" if value else "false"
     if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"integer field value {value} does not fit InfluxDB's 64 bits")
         return f"{value}i"
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -32,6 +32,8 @@ class Live:
     url: str
     root: Path
     admin: dict[str, str]
+    #: The server process, to read its memory from /proc.
+    pid: int = 0
 
     def add_node(self, node_id: str) -> str:
         r = httpx.post(f"{self.url}/api/v1/nodes", headers=self.admin,
@@ -73,7 +75,7 @@ def orchestrator(root: Path, **env: str) -> Iterator[Live]:
                         f"orchestrator exited: {(root / 'orchestrator.log').read_text()}"
                     ) from None
                 time.sleep(0.2)
-        yield Live(url, root, {"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        yield Live(url, root, {"Authorization": f"Bearer {ADMIN_TOKEN}"}, proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -269,7 +269,9 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
     ("GET", "/docs/oauth2-redirect"): (PUBLIC, fixed("/docs/oauth2-redirect")),
     ("GET", "/redoc"): (PUBLIC, fixed("/redoc")),
     ("GET", "/healthz"): (PUBLIC, fixed("/healthz")),
-    ("GET", "/metrics"): (PUBLIC, fixed("/metrics")),
+    # fleet aggregates without a token; in full for the admin (or the scrape token);
+    # any other token is refused rather than shown less
+    ("GET", "/metrics"): ((OK, 401, 401, 401, OK), fixed("/metrics")),
     # users, projects, tokens
     ("POST", "/api/v1/users"): (ADMIN_ONLY, lambda _w, s: Call(
         "/api/v1/users", json={"name": f"new-{s}", "projects": ["p1"]})),

@@ -204,7 +204,9 @@ def test_specs_that_scale_work_are_refused_quickly_with_the_limit(api: Api) -> N
     api.add_node("se-01", [("op0", "240-01", "Telia")])
     now = api.clock.now()
     base = {"version": 2, "name": "big", "steps": [{"experiment": "tat"}]}
-    huge = " OR ".join(["country:SE"] * 75_000)  # ~1 MB, as in the report
+    # ~1 MB as in the report, just under the API's 1 MiB body cap (over it: 413 before
+    # the body is read), so that the campaign's own bound refuses it
+    huge = " OR ".join(["country:SE"] * 74_000)
     t0 = time.perf_counter()
     r = api.client.post("/api/v1/campaigns", headers=api.admin, json={**base, "select": huge})
     elapsed = time.perf_counter() - t0

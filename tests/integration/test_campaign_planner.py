@@ -162,7 +162,7 @@ def test_tight_cap_defers_sessions_with_reason_in_api_and_cli(
     q = quota(api, "se-01", "op0")
     assert (q["source"], q["limit"], q["reserved"]) == ("configured", 10**9, 3 * SESSION)
     assert q["remaining"] == 950_000_000 - 3 * SESSION
-    metrics = api.client.get("/metrics").text
+    metrics = api.client.get("/metrics", headers=api.admin).text  # per SIM: token
     sim = 'interface="op0",mcc_mnc="240-01",node="se-01"'
     assert f"testbed_quota_limit_bytes{{{sim}}} 1e+09" in metrics
     assert f"testbed_quota_reserved_bytes{{{sim}}} 7.56e+08" in metrics
