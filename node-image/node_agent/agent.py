@@ -29,11 +29,6 @@ from node_agent.clock import clock_offset_s
 from node_agent.config import AgentConfig
 from node_agent.errors import (
     AgentError,
-    NotFound,
-    OrchestratorUnreachable,
-    ProtocolError,
-    Rejected,
-    RunFinal,
     Unauthorized,
 )
 from node_agent.execution import bundle_run, deploy, run_session
@@ -42,8 +37,8 @@ from node_agent.interfaces import CounterSource, snapshot
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
 from node_agent.runner import Runner, RunOutcome, StopRequest, utcnow
+from node_agent.sender import send_pending
 from node_agent.spool import Spool
-from node_agent.uploader import upload
 from testbed_common.states import RunState
 from testbed_common.wire import (
     Assignment,
@@ -322,36 +317,10 @@ class Agent:
                 self._wake_sender.wait(backoff.next_delay())
 
     def _send_pending(self) -> bool:
-        """One pass over the outbox, then the spool; False when the orchestrator is away."""
         with self._send_lock:
-            try:
-                self._flush_outbox()
-                waiting = self.outbox.run_ids()
-                for item in self.spool.pending():
-                    if item.run_id in waiting:
-                        continue  # its state reports go first
-                    upload(self._uploads, self.spool, item, chunk_bytes=self.config.chunk_bytes)
-            except (OrchestratorUnreachable, Unauthorized, ProtocolError) as e:
-                log.warning("cannot send to the orchestrator now (%s); will retry", e)
-                return False
-            except Exception:  # a bug must not stop uploads for good: retry, paced
-                log.exception("unexpected error while sending; will retry")
-                return False
-            return True
-
-    def _flush_outbox(self) -> None:
-        for item in self.outbox.pending():
-            try:
-                self.client.report_state(item.run_id, item.report)
-            except RunFinal as e:
-                log.warning("%s; not reporting it again", e)
-                self.outbox.drop_run(item.run_id)
-                self._run_final_on_server(item.run_id)
-                continue
-            except (NotFound, Rejected) as e:
-                log.error("run %s: state report %s refused: %s", item.run_id,
-                          item.report.state, e)
-            self.outbox.remove(item)
+            return send_pending(client=self.client, uploads=self._uploads, outbox=self.outbox,
+                                spool=self.spool, chunk_bytes=self.config.chunk_bytes,
+                                on_final=self._run_final_on_server)
 
     def _run_final_on_server(self, run_id: str) -> None:
         with self._lock:
