@@ -49,7 +49,8 @@ class HealthSettings(BaseModel):
     heartbeat_interval_s: float = Field(60.0, gt=0)
     #: Missed heartbeats before a node is stale (kept booked) ...
     stale_after_beats: float = Field(3.0, gt=0)
-    #: ... and before it is offline (its active runs fail with a reason).
+    #: ... and before it is offline (its deploying and running runs become
+    #: ``unreachable``, its assigned ones fail with a reason).
     offline_after_beats: float = Field(10.0, gt=0)
     #: How often the reaper looks for offline nodes and overdue runs, seconds.
     reap_interval_s: float = Field(5.0, gt=0)
@@ -58,6 +59,10 @@ class HealthSettings(BaseModel):
     #: How long a finished run may wait for its bundle, seconds. Nodes keep bundles in
     #: a spool through outages, so this is long: 14 days.
     upload_wait_s: float = Field(14 * 86400.0, gt=0)
+    #: How long an ``unreachable`` run (its node fell silent while holding it) waits for
+    #: word from the node before it fails, its whole reservation charged, seconds. Nodes
+    #: on trains or rural sites are out of contact for hours: 7 days.
+    unreachable_horizon_s: float = Field(7 * 86400.0, gt=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> HealthSettings:

@@ -1,7 +1,11 @@
 """Run lifecycle states and the transitions between them.
 
 A run moves scheduled -> assigned -> deploying -> running -> uploading -> done, or ends
-early as failed, cancelled or expired. Final states are never overwritten (a lesson from
+early as failed, cancelled or expired. A run whose node falls silent while deploying or
+running it becomes ``unreachable``: not final, because the node goes on measuring
+offline and uploads when back (MONROE lost results that way). From there the node's
+own reports and its bundle move it on; only a long silence (a horizon of days) fails it.
+Final states are never overwritten (a lesson from
 MONROE, where a late status report could resurrect a killed experiment), so the
 orchestrator checks every transition against ``ALLOWED`` before it writes it.
 """
@@ -17,6 +21,9 @@ class RunState(StrEnum):
     DEPLOYING = "deploying"
     RUNNING = "running"
     UPLOADING = "uploading"
+    #: The node fell silent while holding the run; its reservation is kept, its bundle
+    #: still awaited.
+    UNREACHABLE = "unreachable"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -44,8 +51,17 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
             RunState.EXPIRED,
         }
     ),
-    RunState.DEPLOYING: frozenset({RunState.RUNNING, RunState.FAILED, RunState.CANCELLED}),
-    RunState.RUNNING: frozenset({RunState.UPLOADING, RunState.FAILED, RunState.CANCELLED}),
+    RunState.DEPLOYING: frozenset(
+        {RunState.RUNNING, RunState.UNREACHABLE, RunState.FAILED, RunState.CANCELLED}
+    ),
+    RunState.RUNNING: frozenset(
+        {RunState.UPLOADING, RunState.UNREACHABLE, RunState.FAILED, RunState.CANCELLED}
+    ),
+    # Back in contact, the node says where the run is: still running, finished
+    # (uploading), or failed; its bundle may also arrive first (uploading, then done).
+    RunState.UNREACHABLE: frozenset(
+        {RunState.RUNNING, RunState.UPLOADING, RunState.FAILED, RunState.CANCELLED}
+    ),
     RunState.UPLOADING: frozenset({RunState.DONE, RunState.FAILED}),
     RunState.DONE: frozenset(),
     RunState.FAILED: frozenset(),
@@ -65,5 +81,5 @@ class NodeHealth(StrEnum):
     NEW = "new"  # provisioned, has never registered
     ONLINE = "online"
     STALE = "stale"  # missed a few heartbeats; keeps its bookings
-    OFFLINE = "offline"  # silent too long: its active runs are failed
+    OFFLINE = "offline"  # silent too long: its active runs become unreachable
     MAINTENANCE = "maintenance"  # taken out of service by an operator

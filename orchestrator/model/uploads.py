@@ -16,10 +16,12 @@ from testbed_common.states import RunState
 
 #: States a run passes through only once its node took it up: from here on the node
 #: holds a run directory, and a bundle of its results or of its failure's logs.
-TAKEN_UP = frozenset({RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING})
+TAKEN_UP = frozenset({RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING,
+                      RunState.UNREACHABLE})
 
-#: States in which a bundle is awaited (``running``: it may overtake its last report).
-AWAITING = frozenset({RunState.RUNNING, RunState.UPLOADING})
+#: States in which a bundle is awaited (``running``: it may overtake its last report;
+#: ``unreachable``: a node back in contact sends its spool, the bundle may come first).
+AWAITING = frozenset({RunState.RUNNING, RunState.UPLOADING, RunState.UNREACHABLE})
 
 
 def bundle_refusal(run_id: str, state: RunState, history: Iterable[RunState]) -> str | None:

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from orchestrator.pages.views import Action, Page, Section, Table
 from orchestrator.schemas import CampaignSummary, DecisionPublic
+from testbed_common.states import RunState
 
-#: Run states in life-cycle order, for the counts.
-STATE_ORDER = ("scheduled", "assigned", "deploying", "running", "uploading", "done",
-               "failed", "cancelled", "expired")
+#: Run states in life-cycle order, for the counts (the enum's order: one truth).
+STATE_ORDER = tuple(s.value for s in RunState)
 
 
 def _runs(counts: dict[str, int]) -> str:

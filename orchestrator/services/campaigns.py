@@ -44,7 +44,8 @@ __all__ = ["cancel_campaign", "delete_campaign", "get_campaign", "list_campaigns
 #: Runs a cancel stops: booked, not started on the node.
 NOT_STARTED = (RunState.SCHEDULED, RunState.ASSIGNED)
 #: Runs that hold data or may still produce some: a campaign with one is not deleted.
-WITH_DATA = (RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING, RunState.DONE)
+WITH_DATA = (RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING, RunState.UNREACHABLE,
+             RunState.DONE)
 
 
 def submit_campaign(ctx: Context, principal: Principal, raw: dict[str, Any]) -> CampaignPublic:

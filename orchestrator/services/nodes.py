@@ -135,7 +135,8 @@ def register(ctx: Context, token: str | None, body: wire.Registration) -> wire.R
         node.last_heartbeat_at = now
         _update_interfaces(s, node, body.interfaces, now)
         active = s.scalars(
-            select(Run.id).where(Run.node_id == node.id, Run.state.in_(ACTIVE_ON_NODE))
+            select(Run.id).where(Run.node_id == node.id,
+                                 Run.state.in_((*ACTIVE_ON_NODE, RunState.UNREACHABLE)))
         ).all()
         return wire.RegistrationReply(
             node_id=node.id,
@@ -217,6 +218,11 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
         cancel: list[str] = []
         if body.running_run_ids:
             held = s.scalars(select(Run).where(Run.id.in_(body.running_run_ids))).all()
+            for r in held:
+                if r.node_id == node.id and r.state == RunState.UNREACHABLE:
+                    transition(s, r, RunState.RUNNING,
+                               f"node {node.id} back in contact: the run is still running",
+                               source=f"node:{node.id}", at=now)
             cancel = [
                 r.id
                 for r in held

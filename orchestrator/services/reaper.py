@@ -1,7 +1,10 @@
 """Ends runs that can no longer end by themselves, each with a stated reason.
 
-- a run whose node went offline while holding it fails (bounded by the offline
-  threshold), except while uploading: its bundle waits in the node's spool;
+- a run whose node went offline while deploying or running it becomes ``unreachable``
+  (not final: the node may finish it offline and upload when back; its reservation
+  stays held), and fails only after ``unreachable_horizon_s`` without word
+  (``model.contact``); an assigned run of an offline node fails; an uploading run
+  waits: its bundle is in the node's spool;
 - a run still active past its deadline plus a grace fails;
 - a scheduled run never picked up expires;
 - a run waiting for its bundle longer than ``upload_wait_s`` fails;
@@ -15,6 +18,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from orchestrator.model.contact import (
+    Horizon,
+    Silence,
+    horizon_reason,
+    on_silence,
+    unreachable_reason,
+)
 from orchestrator.model.health import node_health
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import ACTIVE_ON_NODE
@@ -40,29 +50,38 @@ def node_silent(ctx: Context, node: Node, now: datetime) -> NodeHealth:
 
 
 def reap(ctx: Context) -> int:
-    """One pass; returns how many runs it ended."""
+    """One pass; returns how many runs it moved (ended, or made unreachable)."""
     now = ctx.clock.now()
     health = ctx.settings.health
     grace = timedelta(seconds=health.deadline_grace_s)
     expire = timedelta(seconds=ctx.settings.scheduling.expire_after_s)
-    ended = 0
+    ended = kept = 0
+    horizon = Horizon(health.unreachable_horizon_s)
     with ctx.db.session() as s:
-        for run in s.scalars(select(Run).where(Run.state.in_(ACTIVE_ON_NODE))).all():
+        held = (*ACTIVE_ON_NODE, RunState.UNREACHABLE)
+        for run in s.scalars(select(Run).where(Run.state.in_(held))).all():
             node = s.get(Node, run.node_id)
             assert node is not None
-            if node_silent(ctx, node, now) == NodeHealth.OFFLINE:
-                last = node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else "never"
-                transition(
-                    s,
-                    run,
-                    RunState.FAILED,
-                    f"node {node.id} went offline during the run (last heartbeat {last}); "
-                    "agent or its link lost",
-                    source="orchestrator",
-                    at=now,
-                )
+            verdict = on_silence(RunState(run.state),
+                                 node_offline=node_silent(ctx, node, now) == NodeHealth.OFFLINE,
+                                 silent_since=run.silent_since, now=now, horizon=horizon)
+            last = node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else "never"
+            if verdict == Silence.UNREACHABLE:
+                run.silent_since = max(node.last_heartbeat_at or now, ctx.started_at)
+                transition(s, run, RunState.UNREACHABLE,
+                           unreachable_reason(node.id, last_heard=last, horizon=horizon),
+                           source="orchestrator", at=now)
+                kept += 1
+            elif verdict == Silence.FAIL:
+                reason = (horizon_reason(node.id, silent_since=run.silent_since,
+                                         horizon=horizon)
+                          if run.silent_since is not None and run.state == RunState.UNREACHABLE
+                          else f"node {node.id} went offline before starting the run (last "
+                               f"heartbeat {last}); agent or its link lost")
+                transition(s, run, RunState.FAILED, reason, source="orchestrator", at=now)
                 ended += 1
-            elif now > max(run.deadline, ctx.started_at) + grace:
+            elif (RunState(run.state) != RunState.UNREACHABLE
+                  and now > max(run.deadline, ctx.started_at) + grace):
                 transition(
                     s,
                     run,
@@ -105,4 +124,4 @@ def reap(ctx: Context) -> int:
     if ended:
         ctx.replan_wanted.set()  # failed and expired sessions may be booked again
     expire_idle_parts(ctx)
-    return ended
+    return ended + kept

@@ -92,3 +92,20 @@ def rate_in_bundle(ctx: Context, experiment: str, path: Path) -> float | None:
     except BundleError:
         return None
     return link_rate(doc) if isinstance(doc, dict) else None
+
+
+def measured_in_bundle(ctx: Context, path: Path) -> int | None:
+    """The bytes the run moved on its interface, as the agent wrote them in the bundle's
+    meta/run.json (``bytes_used``, both directions), or None when the experiment never
+    started (nothing metered) or the document is missing or malformed. The settlement
+    falls back on it when the agent's state report with the figure never arrived."""
+    try:
+        doc = result_json(ctx, path, "meta/run.json")
+    except BundleError:
+        return None
+    if not isinstance(doc, dict) or doc.get("started_at") is None:
+        return None
+    used = doc.get("bytes_used")
+    if isinstance(used, int) and not isinstance(used, bool) and used >= 0:
+        return used
+    return None

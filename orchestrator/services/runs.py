@@ -30,8 +30,10 @@ from orchestrator.store.tables import Node, Project, Run, RunEvent
 from testbed_common import wire
 from testbed_common.states import FINAL_STATES, RunState, can_move
 
-#: States in which a run holds (or will hold) its node's time.
-BOOKED = (RunState.SCHEDULED, RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING)
+#: States in which a run holds (or will hold) its node's time (an unreachable run may
+#: still be running on its node).
+BOOKED = (RunState.SCHEDULED, RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING,
+          RunState.UNREACHABLE)
 
 
 def transition(
@@ -44,6 +46,11 @@ def transition(
             f"{target.value}",
             state=current.value,
         )
+    if current == RunState.UNREACHABLE and run.silent_since is not None:
+        # Word from the node (or the horizon): its silence ends here, summed for the note.
+        silent = max(0.0, (at - run.silent_since).total_seconds())
+        run.out_of_contact_s = (run.out_of_contact_s or 0.0) + silent
+        run.silent_since = None
     if target in FINAL_STATES:
         quotas.settle(s, run, at=at)  # before the move: it looks at where the run was
     run.state = target.value

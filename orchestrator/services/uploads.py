@@ -22,11 +22,12 @@ from sqlalchemy.orm import Session
 
 from orchestrator.archive.store import OffsetMismatch
 from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge, UploadFailed
-from orchestrator.model.uploads import bundle_refusal
+from orchestrator.model.contact import out_of_contact_note
+from orchestrator.model.uploads import AWAITING, bundle_refusal
 from orchestrator.services.auth import authenticate_node
 from orchestrator.services.context import Context
 from orchestrator.services.partials import check_node_cap
-from orchestrator.services.results import rate_in_bundle
+from orchestrator.services.results import measured_in_bundle, rate_in_bundle
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
@@ -224,10 +225,14 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         f"{up.size} bytes)"
     )
     state = RunState(run.state)
-    if state in (RunState.UPLOADING, RunState.RUNNING):
-        if state == RunState.RUNNING:
+    if state in AWAITING:
+        if run.measured_bytes is None:  # its report is late or lost: the bundle's counters
+            run.measured_bytes = measured_in_bundle(ctx, part)
+        if state != RunState.UPLOADING:
             transition(s, run, RunState.UPLOADING, "bundle arrived", source="orchestrator", at=now)
-        transition(s, run, RunState.DONE, note, source="orchestrator", at=now)
+        contact = out_of_contact_note(run.node_id, run.out_of_contact_s)
+        transition(s, run, RunState.DONE, f"{note}; {contact}" if contact else note,
+                   source="orchestrator", at=now)
     else:  # a failed run's logs, or a late bundle: kept, state unchanged
         s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator", at=now))
 

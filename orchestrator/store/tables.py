@@ -214,6 +214,12 @@ class Run(Base):
     charged_bytes: Mapped[int | None] = mapped_column(BigInteger)
     overrun_bytes: Mapped[int | None] = mapped_column(BigInteger)
     settled_at: Mapped[datetime | None]
+    #: When the node fell silent while holding the run (its last heartbeat), set while
+    #: the run is ``unreachable``; NULL otherwise.
+    silent_since: Mapped[datetime | None]
+    #: Seconds the node was out of contact during the run, summed over its silences;
+    #: NULL when it never was. Named in the run's note when its bundle arrives.
+    out_of_contact_s: Mapped[float | None] = mapped_column(Float)
     #: The link rate the run measured (TAT mean), bit/s: the planner's rate history.
     measured_rate_bps: Mapped[float | None] = mapped_column(Float)
     # The campaign session the run belongs to (the planner's SessionKey).

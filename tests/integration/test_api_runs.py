@@ -44,7 +44,7 @@ def test_final_state_is_never_overwritten(api: Api) -> None:
     assert (shown["state"], shown["reason"]) == ("failed", "boom")
 
 
-def test_offline_node_fails_its_running_run_with_reason(api: Api) -> None:
+def test_offline_node_makes_its_running_run_unreachable_with_reason(api: Api) -> None:
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
     run = api.submit("se-01")
     api.heartbeat(token)
@@ -53,8 +53,8 @@ def test_offline_node_fails_its_running_run_with_reason(api: Api) -> None:
     api.clock.advance(hb.heartbeat_interval_s * hb.offline_after_beats + 1)
     assert reap(api.client.app.state.ctx) == 1  # type: ignore[attr-defined]
     shown = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.admin).json()
-    assert shown["state"] == "failed"
-    assert "offline" in shown["reason"]
+    assert shown["state"] == "unreachable"
+    assert "fell silent" in shown["reason"]
     node = api.client.get("/api/v1/nodes/se-01", headers=api.admin).json()
     assert node["health"] == "offline"
 
