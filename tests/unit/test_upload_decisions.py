@@ -26,7 +26,10 @@ S = RunState
     (S.UPLOADING, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.UPLOADING]),
     (S.DONE, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.UPLOADING, S.DONE]),
     (S.FAILED, [S.SCHEDULED, S.ASSIGNED, S.DEPLOYING, S.FAILED]),  # its logs
-    (S.FAILED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.FAILED]),  # node went offline
+    (S.FAILED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.FAILED]),  # agent restarted
+    # its node fell silent, may have finished offline and sends its spool when back
+    (S.UNREACHABLE, [S.SCHEDULED, S.ASSIGNED, S.DEPLOYING, S.UNREACHABLE]),
+    (S.FAILED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.UNREACHABLE, S.FAILED]),  # horizon
     (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.CANCELLED]),
 ])
 def test_bundles_are_taken_for_runs_their_node_took_up(

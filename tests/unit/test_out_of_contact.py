@@ -1,0 +1,77 @@
+"""Out of contact is not failure: the lifecycle moves, the reaper's decision and the
+words for a silence (pure rules of ``testbed_common.states`` and ``model.contact``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from orchestrator.model.contact import (
+    Horizon,
+    Silence,
+    fmt_span,
+    horizon_reason,
+    on_silence,
+    out_of_contact_note,
+)
+from testbed_common.states import RunState, can_move
+
+S = RunState
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+WEEK = Horizon(7 * 86400.0)
+
+
+def test_a_silent_run_is_not_final_and_the_node_back_in_contact_moves_it_on() -> None:
+    assert not S.UNREACHABLE.final
+    for held in (S.DEPLOYING, S.RUNNING):
+        assert can_move(held, S.UNREACHABLE)
+    for word in (S.RUNNING, S.UPLOADING, S.FAILED, S.CANCELLED):
+        assert can_move(S.UNREACHABLE, word)
+    # a run becomes done only through uploading (its bundle), never straight away
+    assert not can_move(S.UNREACHABLE, S.DONE)
+    # a finished run already settled waits for its bundle as it is
+    assert not can_move(S.UPLOADING, S.UNREACHABLE)
+    for final in (S.DONE, S.FAILED, S.CANCELLED, S.EXPIRED):
+        assert not can_move(final, S.UNREACHABLE)
+
+
+@pytest.mark.parametrize(("state", "offline", "expected"), [
+    (S.RUNNING, False, Silence.KEEP),
+    (S.RUNNING, True, Silence.UNREACHABLE),
+    (S.DEPLOYING, True, Silence.UNREACHABLE),
+    (S.ASSIGNED, True, Silence.FAIL),  # not taken up: fails as before
+    (S.ASSIGNED, False, Silence.KEEP),
+])
+def test_an_offline_node_makes_runs_it_took_up_unreachable(
+        state: RunState, offline: bool, expected: Silence) -> None:
+    assert on_silence(state, node_offline=offline, silent_since=None, now=NOW,
+                      horizon=WEEK) == expected
+
+
+@pytest.mark.parametrize(("silent_for", "expected"), [
+    (timedelta(days=7) - timedelta(seconds=1), Silence.KEEP),
+    (timedelta(days=7), Silence.FAIL),
+])
+def test_an_unreachable_run_fails_only_at_the_horizon(silent_for: timedelta,
+                                                      expected: Silence) -> None:
+    for offline in (True, False):
+        assert on_silence(S.UNREACHABLE, node_offline=offline, silent_since=NOW - silent_for,
+                          now=NOW, horizon=WEEK) == expected
+
+
+@pytest.mark.parametrize(("seconds", "words"), [
+    (0, "0 s"), (40, "40 s"), (100, "1 min 40 s"), (120, "2 min"), (3600, "1 h"),
+    (7500, "2 h 5 min"), (86400, "1 day"), (7 * 86400, "7 days"), (2 * 86400 + 7200,
+                                                                   "2 days 2 h"),
+])
+def test_spans_are_said_as_people_say_them(seconds: float, words: str) -> None:
+    assert fmt_span(seconds) == words
+
+
+def test_the_notes_name_the_node_and_the_silence() -> None:
+    assert out_of_contact_note("se-02", 100.0) == (
+        "node se-02 out of contact for 1 min 40 s during the run")
+    assert out_of_contact_note("se-02", None) is None
+    assert horizon_reason("se-02", silent_since=NOW, horizon=WEEK).startswith(
+        "no word from node se-02 for 7 days since 2026-01-01T00:00:00+00:00")
