@@ -59,8 +59,10 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
     ),
     # Back in contact, the node says where the run is: still running, finished
     # (uploading), or failed; its bundle may also arrive first (uploading, then done).
+    # (``deploying`` too: a retried report of a deploy that began before the silence.)
     RunState.UNREACHABLE: frozenset(
-        {RunState.RUNNING, RunState.UPLOADING, RunState.FAILED, RunState.CANCELLED}
+        {RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING, RunState.FAILED,
+         RunState.CANCELLED}
     ),
     RunState.UPLOADING: frozenset({RunState.DONE, RunState.FAILED}),
     RunState.DONE: frozenset(),

@@ -14,6 +14,10 @@ The rule, today:
 - the run started but nobody measured it: charge the whole reservation (the safe side:
   a SIM's cap costs money, so unknown traffic is assumed to have happened).
 
+A run whose node is out of contact (``unreachable``) is not settled: its reservation
+stays held until the node's report or bundle brings the measured bytes, or the horizon
+fails it (then it is a started, unmeasured run).
+
 No I/O.
 """
 

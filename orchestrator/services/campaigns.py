@@ -12,7 +12,7 @@ machine, which releases their quota reservations; runs that started, and their d
 are kept. Delete is for a campaign without data: it cancels, then hides the campaign
 from every list and lookup; its rows stay (they are the runs' and the quota ledger's
 journal). A campaign with a run that holds or may still produce data (deploying,
-running, uploading, done, or with an archived bundle) is refused: cancel it instead.
+running, uploading, unreachable, done, or with an archived bundle) is refused: cancel it instead.
 """
 
 from __future__ import annotations

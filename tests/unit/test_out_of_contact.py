@@ -26,7 +26,7 @@ def test_a_silent_run_is_not_final_and_the_node_back_in_contact_moves_it_on() ->
     assert not S.UNREACHABLE.final
     for held in (S.DEPLOYING, S.RUNNING):
         assert can_move(held, S.UNREACHABLE)
-    for word in (S.RUNNING, S.UPLOADING, S.FAILED, S.CANCELLED):
+    for word in (S.DEPLOYING, S.RUNNING, S.UPLOADING, S.FAILED, S.CANCELLED):
         assert can_move(S.UNREACHABLE, word)
     # a run becomes done only through uploading (its bundle), never straight away
     assert not can_move(S.UNREACHABLE, S.DONE)
@@ -75,3 +75,17 @@ def test_the_notes_name_the_node_and_the_silence() -> None:
     assert out_of_contact_note("se-02", None) is None
     assert horizon_reason("se-02", silent_since=NOW, horizon=WEEK).startswith(
         "no word from node se-02 for 7 days since 2026-01-01T00:00:00+00:00")
+
+
+def test_cli_and_campaigns_page_know_the_state() -> None:
+    import click
+
+    from orchestrator.cli.main import run_list
+    from orchestrator.pages.campaigns import _runs
+
+    option = next(p for p in run_list.params if p.name == "state")
+    assert isinstance(option.type, click.Choice)
+    assert "unreachable" in option.type.choices  # `testbed run list --state unreachable`
+    # counted in life-cycle order, after uploading and before the final states
+    assert _runs({"done": 2, "unreachable": 1, "running": 3}) == (
+        "3 running, 1 unreachable, 2 done")
