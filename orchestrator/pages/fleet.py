@@ -5,7 +5,7 @@ views in, a :class:`~.views.Page` out."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from orchestrator.pages.views import Page, Section, Table
@@ -41,7 +41,9 @@ def _pct(used: int, limit: int | None) -> str:
 
 
 def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
-               now: datetime) -> Page:
+               now: datetime, unreachable: Mapping[str, int] | None = None) -> Page:
+    """``unreachable``: per node, its runs out of contact (still awaiting bundles)."""
+    held = unreachable or {}
     order = {h: i for i, h in enumerate(HEALTH_ORDER)}
     ranked = sorted(nodes, key=lambda n: (order.get(str(n.health), len(order)), n.id))
     counts: dict[str, int] = {}
@@ -51,14 +53,15 @@ def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
     node_table = Table(
         caption=f"Nodes ({len(nodes)}: {summary or 'none'})",
         headers=("Node", "Health", "Last heartbeat", "Country", "Model", "Agent",
-                 "SIMs", "Clock offset (s)", "Free disk", "Bundles waiting"),
+                 "SIMs", "Clock offset (s)", "Free disk", "Bundles waiting",
+                 "Runs unreachable"),
         rows=tuple((
             n.id, str(n.health), _ago(n.last_heartbeat_at, now), n.country, n.model,
             n.agent_version or "-",
             ", ".join(f"{i.name} {i.operator} ({i.mcc_mnc}){'' if i.up else ' down'}"
                       for i in n.interfaces) or "-",
             f"{n.clock_offset_s:.3f}" if n.clock_offset_s is not None else "-",
-            _bytes(n.disk_free_bytes), str(n.spooled_bundles),
+            _bytes(n.disk_free_bytes), str(n.spooled_bundles), str(held.get(n.id, 0)),
         ) for n in ranked),
         css_class="nodes")
     sim_table = Table(
@@ -77,7 +80,9 @@ def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
         "fleet", "Fleet health",
         "Nodes needing a look first (offline, stale, never registered, in maintenance), "
         "then the rest; a "
-        "node is stale after a few missed heartbeats and offline after more. Each SIM's "
+        "node is stale after a few missed heartbeats and offline after more; the runs it "
+        "held then are unreachable, not failed, until it is back with their bundles. "
+        "Each SIM's "
         "cap, what runs have used and reserved of it this period, and any overrun.",
         sections=(Section(heading="Nodes", tables=(node_table,)),
                   Section(heading="Data plans", tables=(sim_table,))),

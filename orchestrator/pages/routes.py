@@ -44,7 +44,7 @@ from orchestrator.services.access import Readable, readable
 from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
 from orchestrator.services.context import Context
-from orchestrator.services.nodes import list_nodes
+from orchestrator.services.nodes import list_nodes, unreachable_runs
 from orchestrator.services.quotas import list_quotas
 from orchestrator.services.sessions import (
     SESSION_S,
@@ -282,7 +282,8 @@ def fleet_health(request: Request) -> Response:
     if isinstance(principal := _guard(request), Response):
         return principal
     ctx = _ctx(request)
-    page = fleet.fleet_page(list_nodes(ctx), list_quotas(ctx).sims, now=ctx.clock.now())
+    page = fleet.fleet_page(list_nodes(ctx), list_quotas(ctx).sims, now=ctx.clock.now(),
+                            unreachable=unreachable_runs(ctx))
     return _html(html.page_html(page, filters=Filters(), choices=Choices()))
 
 

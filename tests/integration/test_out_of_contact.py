@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,10 @@ def test_a_silent_nodes_run_is_unreachable_not_failed_and_keeps_its_reservation(
                             headers=api.admin).json()
     assert [r["id"] for r in listed] == [run["id"]]
     assert 'testbed_runs{state="unreachable"} 1.0' in api.client.get("/metrics").text
+    fleet = api.client.get("/pages/fleet", headers=api.admin).text
+    row = re.search(r"<tr[^>]*>\s*<td[^>]*>se-01</td>.*?</tr>", fleet, re.S)
+    assert "Runs unreachable" in fleet and row is not None
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", row.group(0))[-1] == "1", row.group(0)
     assert _reap(api) == 0  # a second pass changes nothing
 
 
