@@ -91,13 +91,15 @@ def _fake_tcpdump(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
+#: As the real tcpdump: its output file is open (here: written) and its signal handler
+#: set before it says it is listening, which is when the agent may stop it.
 GOOD = """\
 out=""; while [ $# -gt 0 ]; do [ "$1" = -w ] && out="$2"; shift; done
-echo "tcpdump: listening on eth0, link-type EN10MB (Ethernet), snapshot length 96 bytes" >&2
 stats() { printf "12 packets captured\\n12 packets received by filter\\n" >&2
          printf "0 packets dropped by kernel\\n" >&2; exit 0; }
 trap stats TERM
 printf 'pcapdata' > "$out"
+echo "tcpdump: listening on eth0, link-type EN10MB (Ethernet), snapshot length 96 bytes" >&2
 while true; do sleep 0.05; done
 """
 
