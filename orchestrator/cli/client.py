@@ -37,3 +37,8 @@ class ApiClient:
         if resp.headers.get("content-type", "").startswith("application/json"):
             return resp.json()
         return resp.content
+
+
+def api(ctx: click.Context) -> ApiClient:
+    """The client for the URL and token given to ``testbed`` (``--url``, ``--token``)."""
+    return ApiClient(ctx.obj["url"], ctx.obj["token"])

@@ -9,9 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
 from orchestrator.api.app import create_app
+from orchestrator.cli import client as cli_client
+from orchestrator.cli import main as cli_main
+from orchestrator.cli.client import ApiClient
 from orchestrator.settings import SchedulingSettings, Settings
 from testbed_common import wire
 from tests.conftest import REPO, ManualClock, require
@@ -89,6 +93,17 @@ class Api:
         assert r.status_code == 201, r.text
         out: dict[str, Any] = r.json()
         return out
+
+    def cli(self, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+        """The real ``testbed`` CLI, its HTTP client pointed at the app under test (as
+        admin); stdout and stderr apart."""
+        def client(url: str, token: str | None) -> ApiClient:
+            c = ApiClient(url, token)
+            c.http = self.client  # type: ignore[assignment]  # speaks httpx.Client's API
+            self.client.headers.update(self.admin)
+            return c
+        monkeypatch.setattr(cli_client, "ApiClient", client)
+        return CliRunner().invoke(cli_main.cli, list(args))
 
 
 @pytest.fixture(scope="session")

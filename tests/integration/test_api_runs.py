@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from orchestrator.api.app import create_app
 from orchestrator.services.reaper import reap
 from tests.integration.conftest import Api
@@ -119,3 +121,26 @@ def test_ad_hoc_runs_reserve_from_the_links_history_as_the_planner_does(api: Api
     # the other operator's SIM on the same node has no history of its own
     assert api.submit("se-01", "op1", duration_s=10)["reserved_bytes"] == \
         first["reserved_bytes"]
+
+
+def test_run_wait_shows_progress_on_stderr_and_the_table_on_stdout(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`testbed run wait` against the real app: not a terminal, so plain lines; exit 1
+    when a run ends other than done, or when the timeout passes first."""
+    api.add_node("se-01", [("op0", "240-01", "Telia"), ("op1", "240-07", "Tele2")])
+    gone, waiting = api.submit("se-01", "op0"), api.submit("se-01", "op1")
+    api.client.post(f"/api/v1/runs/{gone['id']}/cancel", headers=api.admin,
+                    json={"reason": "not needed"})
+    out = api.cli(monkeypatch, "run", "wait", gone["id"])
+    assert out.exit_code == 1
+    assert f"{gone['id']} se-01/op0 tat: cancelled (not needed (by admin)); over" in out.stderr
+    assert "1 of 1 runs final; 1 cancelled" in out.stderr
+    assert out.stdout.splitlines()[0].split() == [
+        "ID", "NODE", "INTERFACE", "EXPERIMENT", "STATE", "NOT_BEFORE", "REASON"]
+    assert "\x1b" not in out.output
+
+    out = api.cli(monkeypatch, "run", "wait", "--timeout", "0", gone["id"], waiting["id"])
+    assert out.exit_code == 1
+    assert f"{waiting['id']} se-01/op1 tat: scheduled" in out.stderr
+    assert "gave up after 0s (--timeout)" in out.stderr
+    assert [ln.split()[4] for ln in out.stdout.splitlines()[1:]] == ["cancelled", "scheduled"]

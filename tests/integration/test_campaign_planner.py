@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from orchestrator.cli import main as cli_main
-from orchestrator.cli.client import ApiClient
 from tests.conftest import REPO
 from tests.integration.conftest import Api
 
@@ -88,14 +85,8 @@ def sessions(runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str,
 
 
 def cli(api: Api, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
-    """The real CLI, its HTTP client pointed at the app under test."""
-    def client(url: str, token: str | None) -> ApiClient:
-        c = ApiClient(url, token)
-        c.http = api.client  # type: ignore[assignment]  # speaks httpx.Client's API
-        api.client.headers.update(api.admin)
-        return c
-    monkeypatch.setattr(cli_main, "ApiClient", client)
-    out = CliRunner().invoke(cli_main.cli, list(args))
+    """The real CLI against the app under test; must succeed."""
+    out = api.cli(monkeypatch, *args)
     assert out.exit_code == 0, out.output
     return out.output
 

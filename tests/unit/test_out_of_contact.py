@@ -80,7 +80,7 @@ def test_the_notes_name_the_node_and_the_silence() -> None:
 def test_cli_and_campaigns_page_know_the_state() -> None:
     import click
 
-    from orchestrator.cli.main import run_list
+    from orchestrator.cli.runs import run_list
     from orchestrator.pages.campaigns import _runs
 
     option = next(p for p in run_list.params if p.name == "state")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import click
 import pytest
 
-from orchestrator.cli.main import parse_bytes
+from orchestrator.cli.quotas import parse_bytes
 from orchestrator.services.results import link_rate
 from orchestrator.timeseries.lineprotocol import encode
 from orchestrator.timeseries.schema import quota_point
