@@ -108,3 +108,15 @@ def changes(before: Mapping[str, str], runs: Sequence[Mapping[str, Any]],
         lines.append(f"{r['id']} {r['node']}/{r['interface']} {r['experiment']}: "
                      f"{move}{reason}; {slot(r, now)}")
     return lines
+
+
+def fit(lines: list[str], *, rows: int, columns: int) -> list[str]:
+    """Cut the block to the terminal: a wrapped or scrolled-off line would make the
+    cursor-up redraw land in the wrong place, so lines are cut to ``columns`` and the
+    block to ``rows - 1`` lines, the last saying how many were left out."""
+    cut = [ln if len(ln) <= columns else ln[: max(columns - 3, 0)] + "..." for ln in lines]
+    room = max(rows - 1, 2)
+    if len(cut) <= room:
+        return cut
+    return [*cut[: room - 1], f"... {len(cut) - room + 1} more lines (a larger terminal "
+                              "shows them)"[:columns]]

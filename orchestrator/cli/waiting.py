@@ -4,6 +4,7 @@ and shows progress on stderr (what to show is decided in ``progress``)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -40,7 +41,9 @@ def wait(client: ApiClient, run_ids: tuple[str, ...], *, timeout_s: float,
         done = all(r["state"] in progress.FINAL for r in runs)
         timed_out = not done and waited >= timeout_s
         if live:
-            lines = progress.block(runs, at, waited_s=waited, timeout_s=timeout_s)
+            size = shutil.get_terminal_size()
+            lines = progress.fit(progress.block(runs, at, waited_s=waited, timeout_s=timeout_s),
+                                 rows=size.lines, columns=size.columns)
             # cursor up over the old block, clear to the end of the screen, draw anew
             out.write((f"\x1b[{drawn}F\x1b[J" if drawn else "") + "\n".join(lines) + "\n")
             drawn = len(lines)

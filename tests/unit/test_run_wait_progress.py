@@ -126,3 +126,12 @@ def test_timeout_stops_waiting_and_says_so() -> None:
     runs, text = waiting([{"r-1": "scheduled", "r-2": "running"}], live=False, timeout_s=5)
     assert [r["state"] for r in runs] == ["scheduled", "running"]
     assert text.splitlines()[-1].startswith("gave up after 5s (--timeout)")
+
+
+def test_the_live_block_fits_the_terminal_so_the_redraw_lands_in_place() -> None:
+    lines = progress.block([run(f"r-{i}", "running") for i in range(30)], NOW,
+                           waited_s=0, timeout_s=60)
+    fitted = progress.fit(lines, rows=10, columns=40)
+    assert len(fitted) == 9 and all(len(ln) <= 40 for ln in fitted)
+    assert fitted[-1].startswith("... 24 more lines")
+    assert progress.fit(lines[:3], rows=10, columns=200) == lines[:3]
