@@ -16,7 +16,7 @@ import io
 import json
 import tarfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -60,6 +60,9 @@ class BundleContents:
     node_id: str
     files: tuple[BundleFile, ...]
     manifest: Mapping[str, Any]
+    #: The data of the members the caller asked to keep (``keep=``), read in the same
+    #: pass as the inspection; a member absent, or over its cap, is not here.
+    kept: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -140,8 +143,10 @@ def _members(reader: TarReader, limits: BundleLimits) -> Iterator[TarMember]:
         yield member
 
 
-def _inspect(stream: IO[bytes], limits: BundleLimits) -> BundleContents:
+def _inspect(stream: IO[bytes], limits: BundleLimits,
+             keep: Mapping[str, int] | None = None) -> BundleContents:
     seen: dict[str, BundleFile] = {}
+    kept: dict[str, bytes] = {}
     manifest: Any = None
     reader = TarReader(stream, max_extended_bytes=limits.max_header_bytes)
     for member in _members(reader, limits):
@@ -157,12 +162,18 @@ def _inspect(stream: IO[bytes], limits: BundleLimits) -> BundleContents:
                                  max_containers=limits.max_members + MANIFEST_EXTRA_CONTAINERS)
             continue
         digest = hashlib.sha256()
+        keeping = keep is not None and name in keep and member.size <= keep[name]
+        blocks: list[bytes] = []
         for block in reader.chunks():
             digest.update(block)
+            if keeping:
+                blocks.append(block)
         seen[name] = BundleFile(name, member.size, digest.hexdigest())
+        if keeping:
+            kept[name] = b"".join(blocks)
     if manifest is None:
         raise BundleError(f"bundle has no {MANIFEST}")
-    return _check_manifest(manifest, seen)
+    return replace(_check_manifest(manifest, seen), kept=kept)
 
 
 def _check_manifest(manifest: Any, seen: Mapping[str, BundleFile]) -> BundleContents:
@@ -200,14 +211,17 @@ def _check_manifest(manifest: Any, seen: Mapping[str, BundleFile]) -> BundleCont
     )
 
 
-def inspect_bundle_file(path: Path, limits: BundleLimits | None = None) -> BundleContents:
+def inspect_bundle_file(path: Path, limits: BundleLimits | None = None, *,
+                        keep: Mapping[str, int] | None = None) -> BundleContents:
     """Validate the bundle stored at ``path`` and return what it holds, streaming it:
     memory stays within a few chunks plus the manifest, whatever the file holds.
+    ``keep``: members whose data to return as well (name -> most bytes kept), so that
+    a caller needing a few small files reads the bundle once.
 
     Raises :class:`BundleError` naming the first problem found.
     """
     with path.open("rb") as raw, open_decompressed(raw) as stream:
-        return _inspect(stream, limits or BundleLimits())
+        return _inspect(stream, limits or BundleLimits(), keep)
 
 
 def inspect_bundle(data: bytes, limits: BundleLimits | None = None) -> BundleContents:

@@ -11,7 +11,7 @@ from orchestrator.services.access import read_scope, readable_run
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.store.tables import Bundle
-from testbed_common.bundle import BundleError, read_member
+from testbed_common.bundle import BundleContents, BundleError, read_member
 from testbed_common.untrusted import load_json
 
 
@@ -80,29 +80,58 @@ def link_rate(doc: dict[str, Any]) -> float | None:
     return None
 
 
-def rate_in_bundle(ctx: Context, experiment: str, path: Path) -> float | None:
-    """:func:`link_rate` of the result file in the bundle at ``path``, or None when the
+#: The agent's own record of a run; a few hundred bytes, so a larger one is not read.
+META_RUN = "meta/run.json"
+META_RUN_MAX_BYTES = 1024**2
+
+
+def members_to_keep(ctx: Context, experiment: str, *, metered: bool) -> dict[str, int]:
+    """What :func:`rate_in_bundle` and :func:`measured_in_bundle` read, for the
+    inspection pass to keep (name -> most bytes): the experiment's result file, and
+    ``meta/run.json`` unless the run's metered bytes are known already."""
+    cap = ctx.settings.uploads.max_result_json_bytes
+    keep = {} if metered else {META_RUN: min(cap, META_RUN_MAX_BYTES)}
+    manifest = ctx.catalogue.get(experiment)
+    if manifest is not None:
+        keep[f"results/{manifest.result.file}"] = cap
+    return keep
+
+
+def _kept_json(ctx: Context, contents: BundleContents, member: str) -> Any:
+    """The kept member parsed through the bounded loader; None when it was not kept
+    (absent or over its cap) or is not JSON."""
+    data = contents.kept.get(member)
+    if data is None:
+        return None
+    try:
+        return load_json(data, what=member, max_bytes=ctx.settings.uploads.max_result_json_bytes)
+    except BundleError:
+        return None
+
+
+def rate_in_bundle(ctx: Context, experiment: str, contents: BundleContents) -> float | None:
+    """:func:`link_rate` of the result file of an inspected bundle, or None when the
     experiment declares no rate or the file is missing, over its cap or not JSON (the
     bundle is archived all the same; ingest notes why the result was not read)."""
     manifest = ctx.catalogue.get(experiment)
     if manifest is None:
         return None
-    try:
-        doc = result_json(ctx, path, f"results/{manifest.result.file}")
-    except BundleError:
-        return None
+    doc = _kept_json(ctx, contents, f"results/{manifest.result.file}")
     return link_rate(doc) if isinstance(doc, dict) else None
 
 
-def measured_in_bundle(ctx: Context, path: Path) -> int | None:
+def measured_in_bundle(ctx: Context, contents: BundleContents) -> int | None:
     """The bytes the run moved on its interface, as the agent wrote them in the bundle's
     meta/run.json (``bytes_used``, both directions), or None when the experiment never
     started (nothing metered) or the document is missing or malformed. The settlement
     falls back on it when the agent's state report with the figure never arrived."""
-    try:
-        doc = result_json(ctx, path, "meta/run.json")
-    except BundleError:
+    doc = _kept_json(ctx, contents, META_RUN)
+    if not isinstance(doc, dict) or doc.get("started_at") is None:
         return None
+    used = doc.get("bytes_used")
+    if isinstance(used, int) and not isinstance(used, bool) and used >= 0:
+        return used
+    return None
     if not isinstance(doc, dict) or doc.get("started_at") is None:
         return None
     used = doc.get("bytes_used")

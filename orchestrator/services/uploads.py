@@ -27,7 +27,7 @@ from orchestrator.model.uploads import AWAITING, bundle_refusal
 from orchestrator.services.auth import authenticate_node
 from orchestrator.services.context import Context
 from orchestrator.services.partials import check_node_cap
-from orchestrator.services.results import measured_in_bundle, rate_in_bundle
+from orchestrator.services.results import measured_in_bundle, members_to_keep, rate_in_bundle
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
@@ -192,7 +192,8 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
     run_id = run.id  # for the hooks below: the row's attributes expire on commit
     part = ctx.archive.part_path(run_id)
     try:
-        contents = inspect_bundle_file(part, bundle_limits(ctx))
+        contents = inspect_bundle_file(part, bundle_limits(ctx), keep=members_to_keep(
+            ctx, run.experiment, metered=run.measured_bytes is not None))
     except BundleError as e:
         raise _refused(ctx, s, run, f"bundle for run {run.id} refused: {e}") from e
     if contents.run_id != run.id or contents.node_id != run.node_id:
@@ -200,7 +201,7 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
             f"bundle manifest names run {contents.run_id!r} on node {contents.node_id!r}, "
             f"but it was uploaded for run {run.id} on {run.node_id}"
         ))
-    rate = rate_in_bundle(ctx, run.experiment, part)  # read before anything is archived
+    rate = rate_in_bundle(ctx, run.experiment, contents)
     bundle = s.get(Bundle, up.sha256)
     now = ctx.clock.now()
     if bundle is None:
@@ -227,7 +228,7 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
     state = RunState(run.state)
     if state in AWAITING:
         if run.measured_bytes is None:  # its report is late or lost: the bundle's counters
-            run.measured_bytes = measured_in_bundle(ctx, part)
+            run.measured_bytes = measured_in_bundle(ctx, contents)
         if state != RunState.UPLOADING:
             transition(s, run, RunState.UPLOADING, "bundle arrived", source="orchestrator", at=now)
         contact = out_of_contact_note(run.node_id, run.out_of_contact_s)

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from testbed_common.bundle import BundleError, BundleLimits, build_bundle, inspect_bundle
+from testbed_common.bundle import (
+    BundleError,
+    BundleLimits,
+    build_bundle,
+    inspect_bundle,
+    inspect_bundle_file,
+)
 
 
 def _root(tmp: Path) -> Path:
@@ -106,3 +112,19 @@ def test_safe_extract_keeps_files_skips_links_refuses_traversal(tmp_path: Path) 
     with tar_of(("../evil", tarfile.REGTYPE)) as tar, pytest.raises(BundleError):
         safe_extract(tar, tmp_path / "x")
     assert not (tmp_path / "evil").exists()
+
+
+def test_inspection_keeps_the_members_asked_for_within_their_caps(tmp_path: Path) -> None:
+    """One pass both checks the bundle and returns the small files its caller reads."""
+    root = tmp_path / "run"
+    (root / "meta").mkdir(parents=True)
+    (root / "meta" / "run.json").write_text('{"bytes_used": 5}')
+    (root / "results").mkdir()
+    (root / "results" / "big.json").write_bytes(b"x" * 2000)
+    data = build_bundle(root, run_id="r1", node_id="n1")
+    path = tmp_path / "b.tar.gz"
+    path.write_bytes(data)
+    contents = inspect_bundle_file(
+        path, keep={"meta/run.json": 100, "results/big.json": 1000, "results/none.json": 9})
+    assert contents.kept == {"meta/run.json": b'{"bytes_used": 5}'}
+    assert {f.path for f in contents.files} == {"meta/run.json", "results/big.json"}
