@@ -1,0 +1,150 @@
+"""The fault matrix's five figures, measured the same way for every row.
+
+Issue 10 asks each fault row to report: results lost (must be 0), duplicate archives
+(0), runs left in a non-final state after recovery (0), quota overrun bytes (0), and
+charged against measured bytes (within 2 %). Each row's test calls :func:`audit` on the
+runs it made once the fault has cleared, asserts :meth:`Audit.problems` is empty, and
+records the figures with :func:`record` so ``docs/reliability.md``'s table is filled
+from the last run (``bench/reliability-figures.json``), not typed by hand.
+
+What counts, and why:
+
+* *lost*: a run that is not ``done`` with an archived bundle whose bytes match the
+  recorded checksum (downloaded and hashed here), or with no series tagged with the run in
+  InfluxDB. A run the row expects to fail for a stated reason is passed in
+  ``expected_not_done`` and is not counted lost if it ended in a final state with
+  that reason.
+* *duplicates*: bundle files under the run's folder in the orchestrator's archive,
+  beyond one.
+* *non-final*: runs in any state outside :data:`FINAL`.
+* *overrun*: the overrun bytes of every SIM the runs used, from ``/api/v1/quotas``.
+* *charged vs measured*: per done run, ``|charged - measured| / measured``; the worst.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.conftest import REPO
+from tests.e2e.conftest import FINAL, Fleet
+
+#: Where the rows' figures go; docs/reliability.md's table is written from it.
+FIGURES = REPO / "bench" / "reliability-figures.json"
+ARCHIVE = "/var/lib/testbed/archive"
+#: The largest charged/measured disagreement a row may show (issue 10: within 2 %).
+CHARGE_TOLERANCE = 0.02
+
+
+@dataclass
+class Audit:
+    runs: int
+    lost: list[str] = field(default_factory=list)
+    duplicates: dict[str, int] = field(default_factory=dict)
+    non_final: dict[str, str] = field(default_factory=dict)
+    overrun_bytes: int = 0
+    #: Worst relative |charged - measured| / measured over the done runs.
+    charge_error: float = 0.0
+    charge_detail: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+
+    def problems(self) -> list[str]:
+        """Every figure that breaks issue 10's bar, in words; empty when the row passes."""
+        out = []
+        if self.lost:
+            out.append(f"results lost: {self.lost}")
+        if self.duplicates:
+            out.append(f"duplicate archives: {self.duplicates}")
+        if self.non_final:
+            out.append(f"runs left non-final: {self.non_final}")
+        if self.overrun_bytes:
+            out.append(f"quota overrun: {self.overrun_bytes} bytes")
+        if self.charge_error > CHARGE_TOLERANCE:
+            out.append(f"charged vs measured off by {self.charge_error:.1%}: "
+                       f"{self.charge_detail}")
+        return out
+
+    def figures(self) -> dict[str, Any]:
+        return {"runs": self.runs, "lost": len(self.lost),
+                "duplicates": sum(self.duplicates.values()),
+                "non_final": len(self.non_final), "overrun_bytes": self.overrun_bytes,
+                "charge_error": round(self.charge_error, 4)}
+
+
+def _archived_bundles(run_id: str) -> int:
+    out = subprocess.run(
+        ["docker", "exec", "testbed-orchestrator", "find", ARCHIVE, "-path",
+         f"*/{run_id}/*", "-name", "bundle.tar.gz"],
+        capture_output=True, text=True, check=True).stdout
+    return len(out.split())
+
+
+def _result_in_influx(fleet: Fleet, run_id: str) -> bool:
+    # Every experiment's ingest tags its points with the run; which measurements it
+    # writes depends on the experiment, so ask for any series carrying the tag.
+    return bool(fleet.influx(f"SHOW SERIES WHERE \"run\" = '{run_id}'"))
+
+
+def audit(fleet: Fleet, run_ids: Iterable[str], *,
+          expected_not_done: Mapping[str, str] | None = None,
+          check_influx: bool = True) -> Audit:
+    """The five figures over ``run_ids`` (see the module docstring).
+
+    ``expected_not_done`` maps a run id to a fragment of the reason it must have ended
+    with instead of ``done`` (a run the fault rightly prevented, said with its reason).
+    """
+    expected = dict(expected_not_done or {})
+    ids = list(run_ids)
+    result = Audit(runs=len(ids))
+    sims: set[tuple[str, str]] = set()
+    for run_id in ids:
+        run: dict[str, Any] = fleet.get(f"/api/v1/runs/{run_id}")
+        sims.add((run["node"], run["interface"]))
+        if run["state"] not in FINAL:
+            result.non_final[run_id] = run["state"]
+            continue
+        copies = _archived_bundles(run_id)
+        if copies > 1:
+            result.duplicates[run_id] = copies - 1
+        if run_id in expected:
+            if expected[run_id] not in (run.get("reason") or ""):
+                result.lost.append(f"{run_id} ({run['state']}: {run.get('reason')})")
+            continue
+        if run["state"] != "done" or copies == 0 or not _bundle_intact(fleet, run):
+            result.lost.append(f"{run_id} ({run['state']}: {run.get('reason')})")
+            continue
+        if check_influx and not _result_in_influx(fleet, run_id):
+            result.lost.append(f"{run_id} (done, but no series of it in InfluxDB)")
+        measured, charged = run.get("measured_bytes"), run.get("charged_bytes")
+        result.charge_detail[run_id] = (measured, charged)
+        if measured and charged is not None:
+            error = abs(charged - measured) / measured
+            result.charge_error = max(result.charge_error, error)
+        else:
+            result.charge_error = max(result.charge_error, 1.0)
+    quotas = fleet.get("/api/v1/quotas")
+    result.overrun_bytes = sum(q["overrun"] for q in quotas["sims"]
+                               if (q["node"], q["interface"]) in sims)
+    return result
+
+
+def _bundle_intact(fleet: Fleet, run: dict[str, Any]) -> bool:
+    r = fleet.http.get(f"/api/v1/runs/{run['id']}/bundle")
+    return r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == run[
+        "bundle_sha256"]
+
+
+def record(row: int, name: str, result: Audit, **extra: Any) -> None:
+    """Keep the row's figures (and what the row did, e.g. how long the partition lasted)
+    in :data:`FIGURES`, for docs/reliability.md. Written only when the whole row passed,
+    so the table never shows figures of a failed run as if they were the last result."""
+    if result.problems() or os.environ.get("TESTBED_RECORD_FIGURES", "1") == "0":
+        return
+    FIGURES.parent.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
+    data[str(row)] = {"name": name, **result.figures(), **extra}
+    FIGURES.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
