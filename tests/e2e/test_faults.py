@@ -9,17 +9,13 @@ import subprocess
 import pytest
 
 from node_agent.faults import DAMAGE_NEXT_CHUNK
+from tests.e2e.chaos import sh as _sh
 from tests.e2e.conftest import FINAL, Fleet, story
 
 pytestmark = pytest.mark.e2e
 
 NODE = "testbed-node-se-02"
 FAULTS = "/var/lib/testbed-agent/faults"
-
-
-def _sh(container: str, command: str) -> str:
-    return subprocess.run(["docker", "exec", container, "sh", "-c", command],
-                          capture_output=True, text=True, check=True).stdout
 
 
 def test_chunk_damaged_in_transit_is_sent_again_and_archived_once(fleet: Fleet) -> None:
