@@ -127,6 +127,16 @@ class SchedulingSettings(BaseModel):
     #: for nodes to prefetch, short enough that quota reservations are not tied up for
     #: weeks and that a changed cap or a new campaign takes effect by tomorrow.
     horizon_s: float = Field(86400.0, gt=0)
+    #: How far ahead a node is handed its booked runs, seconds (the heartbeat reply
+    #: carries every run due within it, and the node keeps them on its disk). A day:
+    #: a node on a train or at a rural site loses its control link for hours and must
+    #: go on measuring from what it holds. At most ``horizon_s``: the planner books no
+    #: further, so a longer hand-out would hold nothing more.
+    handout_horizon_s: float = Field(86400.0, gt=0)
+    #: Most runs one heartbeat reply hands out, earliest first (the rest follow in later
+    #: replies as the node's book fills). 500 assignments are ~250 kB of JSON, far under
+    #: the node's request caps, and more than a day of a busy node's runs.
+    handout_max_runs: int = Field(500, ge=1, le=10_000)
     #: How often campaigns are re-planned, seconds (also at once after a run fails, a
     #: node changes health, or a quota changes).
     replan_interval_s: float = Field(60.0, gt=0)
@@ -147,6 +157,16 @@ class SchedulingSettings(BaseModel):
     #: every planning pass raise). At most 20 years (scheduling.bounds.LATEST holds
     #: stored specs to 2200 whatever this says).
     campaign_max_ahead_days: float = Field(3 * 366, gt=0, le=20 * 366)
+
+    @model_validator(mode="after")
+    def _handout_within_booking(self) -> SchedulingSettings:
+        if self.handout_horizon_s > self.horizon_s:
+            raise ValueError(
+                f"TESTBED_SCHEDULING__HANDOUT_HORIZON_S ({self.handout_horizon_s:.0f} s) is "
+                f"longer than the planner books ahead (TESTBED_SCHEDULING__HORIZON_S, "
+                f"{self.horizon_s:.0f} s): nodes could never hold that much; raise "
+                "HORIZON_S or lower HANDOUT_HORIZON_S")
+        return self
 
 
 class InfluxSettings(BaseModel):

@@ -2,12 +2,17 @@
 
 A run moves scheduled -> assigned -> deploying -> running -> uploading -> done, or ends
 early as failed, cancelled or expired. A run whose node falls silent while deploying or
-running it becomes ``unreachable``: not final, because the node goes on measuring
-offline and uploads when back (MONROE lost results that way). From there the node's
-own reports and its bundle move it on; only a long silence (a horizon of days) fails it.
+running it, or while holding it assigned when it falls due, becomes ``unreachable``: not
+final, because the node goes on measuring offline from the schedule it holds and uploads
+when back (MONROE lost results that way). From there the node's own reports and its
+bundle move it on (``expired`` when the node says it missed the run's slot); only a long
+silence (a horizon of days) fails it.
 Final states are never overwritten (a lesson from
 MONROE, where a late status report could resurrect a killed experiment), so the
-orchestrator checks every transition against ``ALLOWED`` before it writes it.
+orchestrator checks every transition against ``ALLOWED`` before it writes it. One
+exception, and only through a verified bundle: ``cancelled -> done``, for a run its
+node had been handed and ran offline before it could learn of the cancellation (its
+results are real and are kept; the run's events say it ran after the cancellation).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
             RunState.FAILED,
             RunState.CANCELLED,
             RunState.EXPIRED,
+            # Its node was out of contact when it fell due: it may run it offline.
+            RunState.UNREACHABLE,
         }
     ),
     RunState.DEPLOYING: frozenset(
@@ -59,15 +66,19 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
     ),
     # Back in contact, the node says where the run is: still running, finished
     # (uploading), or failed; its bundle may also arrive first (uploading, then done).
-    # (``deploying`` too: a retried report of a deploy that began before the silence.)
+    # (``deploying`` too: a retried report of a deploy that began before the silence, or
+    # an assigned run the node starts offline; ``expired``: the node says it missed the
+    # run's slot.)
     RunState.UNREACHABLE: frozenset(
         {RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING, RunState.FAILED,
-         RunState.CANCELLED}
+         RunState.CANCELLED, RunState.EXPIRED}
     ),
     RunState.UPLOADING: frozenset({RunState.DONE, RunState.FAILED}),
     RunState.DONE: frozenset(),
     RunState.FAILED: frozenset(),
-    RunState.CANCELLED: frozenset(),
+    # Only through the bundle of a run its node ran offline before it learned of the
+    # cancellation (services.uploads); no report can do it (a report never says done).
+    RunState.CANCELLED: frozenset({RunState.DONE}),
     RunState.EXPIRED: frozenset(),
 }
 

@@ -99,6 +99,10 @@ class Heartbeat(_Wire):
     #: Latest modem, GPS and system samples: the time-series store follows the node
     #: between runs too (runs also carry their own samples in their bundles).
     metadata: LiveMetadata | None = None
+    #: Runs the node holds in its book, handed out and not started yet: the reply's
+    #: ``cancel_run_ids`` names those cancelled or ended meanwhile (e.g. while the node
+    #: was offline), and the node drops them.
+    pending_run_ids: IdList = []
 
 
 class Assignment(_Wire):
@@ -119,8 +123,15 @@ class HeartbeatReply(_Wire):
     server_time: datetime
     heartbeat_interval_s: float
     assignments: list[Assignment]
-    #: Runs the node must stop now (cancelled by a user, or already final here).
+    #: Runs the node must stop now, or drop from its book (cancelled by a user, or
+    #: already final here).
     cancel_run_ids: list[str] = []
+    #: Per interface, the bytes the node may still move on that SIM this period: the
+    #: usable cap less what was charged and less the reservations of runs not handed to
+    #: the node. The node keeps a local account from it while offline and refuses a run
+    #: whose reservation exceeds what is left after the bytes it measured since.
+    #: Absent for a SIM with no cap (nothing to enforce).
+    sim_left_bytes: dict[str, int] = {}
 
 
 class StateReport(_Wire):

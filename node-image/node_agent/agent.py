@@ -9,8 +9,10 @@ Three threads share one small state (the assignment book and the run in progress
 - sender: delivers state reports in order, then uploads bundles whose reports are out.
 
 When the orchestrator is unreachable the heartbeat keeps trying, the executor keeps
-running what the book holds, and the sender keeps reports and bundles on disk until it
-returns ("offline nodes keep measuring what they already hold and upload later").
+running what the book holds (a day of schedule: the orchestrator's hand-out horizon),
+holding each SIM to its cap with a local account (:mod:`node_agent.sim_account`), and
+the sender keeps reports and bundles on disk until it returns ("offline nodes keep
+measuring what they already hold and upload later").
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
 from node_agent.runner import Runner, RunOutcome, StopRequest, utcnow
 from node_agent.sender import send_pending
+from node_agent.sim_account import load_account, save_account
 from node_agent.spool import Spool
 from testbed_common.states import RunState
 from testbed_common.wire import (
@@ -82,6 +85,8 @@ class Agent:
         self.work_dir = state / "work"
         self.book_path = state / "assignments.json"
         self.book: AssignmentBook = load_book(self.book_path)
+        self.account_path = state / "sim-account.json"
+        self.account = load_account(self.account_path)  # under _lock
         self.heartbeat_interval_s = config.heartbeat_interval_s
         self.clock_offset_s: float | None = None
         #: Time of the last sample of each metadata source a heartbeat delivered.
@@ -186,6 +191,8 @@ class Agent:
         while not self._stopping.is_set():
             with self._lock:
                 running = [self._current[0]] if self._current else []
+                pending = self.book.pending_ids
+            uncounted = self.outbox.run_ids() | set(running)  # see node_agent.sim_account
             sent_at = self.clock()
             metadata, marks = self._live_metadata()
             body = Heartbeat(
@@ -196,6 +203,7 @@ class Agent:
                 running_run_ids=running,
                 spooled_bundles=len(self.spool),
                 metadata=metadata,
+                pending_run_ids=pending,
             )
             try:
                 reply = self.client.heartbeat(body)
@@ -210,6 +218,8 @@ class Agent:
                             exc_info=not isinstance(e, AgentError))
                 self._sleep(delay)
                 continue
+            if backoff.failures:
+                self._wake_sender.set()  # back in contact: deliver what waited, now
             backoff.reset()
             self._metadata_sent.update(marks)
             self.clock_offset_s = clock_offset_s(
@@ -217,6 +227,9 @@ class Agent:
             )
             self.heartbeat_interval_s = reply.heartbeat_interval_s
             self._take_orders(reply.assignments, reply.cancel_run_ids)
+            with self._lock:
+                self.account = self.account.contact(reply.sim_left_bytes, uncounted=uncounted)
+                save_account(self.account, self.account_path)
             self._sleep(self.heartbeat_interval_s)
 
     def _live_metadata(self) -> tuple[LiveMetadata | None, dict[str, str]]:
@@ -250,8 +263,8 @@ class Agent:
                 for missed in self.book.missed(now):
                     self.book.take(missed.run_id)
                     self._report(
-                        missed.run_id, RunState.FAILED,
-                        f"the node could not start the run before its deadline "
+                        missed.run_id, RunState.EXPIRED,
+                        f"missed: the node could not start the run before its deadline "
                         f"({missed.deadline.isoformat()})",
                     )
                 due = self.book.next_due(now)
@@ -279,12 +292,23 @@ class Agent:
     def execute(self, a: Assignment, stop: StopRequest) -> RunOutcome:
         """Deploy one assignment, run its session, report how it ended, bundle what it
         left (the steps are in :mod:`node_agent.execution`)."""
+        with self._lock:
+            over_cap = self.account.refusal(run_id=a.run_id, interface=a.interface,
+                                            max_bytes=a.max_bytes)
+        if over_cap is not None:
+            log.error("run %s: %s", a.run_id, over_cap)
+            self._report(a.run_id, RunState.FAILED, over_cap)
+            return RunOutcome(RunState.FAILED, over_cap)
         spec = deploy(a, self.config, report=self._report)
         if isinstance(spec, RunOutcome):
             return spec  # refused, and reported
         run_dir = self.work_dir / a.run_id
         outcome = run_session(self.runner, spec, run_dir, metadata=self.metadata, stop=stop,
                               report=self._report)
+        with self._lock:
+            self.account = self.account.measured(run_id=a.run_id, interface=a.interface,
+                                                 nbytes=outcome.bytes_used)
+            save_account(self.account, self.account_path)
         with self._lock:
             final_here = a.run_id in self._final_on_server
         if not final_here:

@@ -1,10 +1,12 @@
 """Out of contact is not failure: what a silent node means for the runs it holds.
 
 Mobile nodes (buses, trains, rural sites) lose their control link for minutes to hours.
-The agent goes on measuring offline and spools the bundle, so a run whose node falls
-silent is ``unreachable``, not failed: its reservation stays held, its bundle is still
-awaited. Only a silence longer than a horizon (days) fails it. These are the decisions
-and the words for them; the reaper and the upload service apply them. No I/O.
+The agent holds its schedule for a day (the hand-out horizon), goes on measuring offline
+and spools the bundles, so a run whose node falls silent while holding it (running it,
+or holding it assigned when it falls due) is ``unreachable``, not failed: its
+reservation stays held, its bundle is still awaited. Only a silence longer than a
+horizon (days) fails it. These are the decisions and the words for them; the reaper,
+the upload service and the settlement apply them. No I/O.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from enum import StrEnum
 from testbed_common.states import RunState
 
 #: Runs that go ``unreachable`` when their node falls silent: the node took them up
-#: and may finish them offline. (An assigned run not yet deployed fails as before: the
-#: node's offline schedule is a separate matter.)
+#: and may finish them offline. An assigned run joins them once it falls due (the node
+#: holds it in its book and may run it offline); before that it simply waits.
 KEPT_THROUGH_SILENCE = frozenset({RunState.DEPLOYING, RunState.RUNNING})
+#: States that show the node took a run up (its reports arrive in order, so a run it
+#: started offline passes through one of them before any end it reports).
+TOOK_UP = frozenset({RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING})
 
 
 def fmt_span(seconds: float) -> str:
@@ -57,22 +62,82 @@ class Horizon:
         return now - silent_since >= timedelta(seconds=self.seconds)
 
 
+@dataclass(frozen=True)
+class Slot:
+    """A run's booked slot and the grace after it for its node to report an end."""
+
+    not_before: datetime
+    deadline: datetime
+    grace_s: float
+
+    def due(self, now: datetime) -> bool:
+        return self.not_before <= now
+
+    def over(self, now: datetime) -> bool:
+        return now > self.deadline + timedelta(seconds=self.grace_s)
+
+
 def on_silence(state: RunState, *, node_offline: bool, silent_since: datetime | None,
-               now: datetime, horizon: Horizon) -> Silence:
-    """The reaper's decision for one run of a node (see the module docstring)."""
+               now: datetime, horizon: Horizon, slot: Slot | None = None,
+               last_heard: datetime | None = None) -> Silence:
+    """The reaper's decision for one run of a node (see the module docstring).
+
+    A node is out of contact for a run when it is offline, or when the run's slot and
+    grace are over and the node has not been heard since the run's deadline (silent
+    since before the run should have ended, though not yet long enough to be offline:
+    the deadline rule, which fails runs of nodes that are heard from, is not for it).
+    """
     if state == RunState.UNREACHABLE:
         if silent_since is not None and horizon.passed(silent_since=silent_since, now=now):
             return Silence.FAIL
         return Silence.KEEP
-    if not node_offline:
+    silent_through = (slot is not None and slot.over(now)
+                      and (last_heard is None or last_heard < slot.deadline))
+    if not (node_offline or silent_through):
         return Silence.KEEP
-    return Silence.UNREACHABLE if state in KEPT_THROUGH_SILENCE else Silence.FAIL
+    if state in KEPT_THROUGH_SILENCE:
+        return Silence.UNREACHABLE
+    if state == RunState.ASSIGNED:
+        return Silence.UNREACHABLE if slot is None or slot.due(now) else Silence.KEEP
+    return Silence.FAIL
+
+
+def took_up_for_settlement(state: RunState, *, history: frozenset[RunState], target: RunState,
+                           by_node: bool) -> bool | None:
+    """Whether the settlement counts an ``unreachable`` run as started, or None when
+    ``state`` is not ``unreachable`` (the usual rule applies).
+
+    An unreachable run whose history shows its node took it up started. One handed out
+    and unreachable since it fell due did not, as far as anyone knows: ended by its
+    node's word (missed its slot, refused it) or by a cancel, it is charged nothing (a
+    bundle that arrives after a cancel all the same re-settles it at what it measured);
+    ended by the horizon, it may have run unseen, and the safe side charges it all.
+    """
+    if state != RunState.UNREACHABLE:
+        return None
+    if TOOK_UP & history:
+        return True
+    return target == RunState.FAILED and not by_node
 
 
 def unreachable_reason(node_id: str, *, last_heard: str, horizon: Horizon) -> str:
     return (f"node {node_id} fell silent while holding the run (last heartbeat {last_heard}); "
             "the run is kept: the node may finish it offline and upload its bundle when back; "
             f"it fails after {fmt_span(horizon.seconds)} without word")
+
+
+def due_unreachable_reason(node_id: str, *, last_heard: str, horizon: Horizon) -> str:
+    return (f"node {node_id} was out of contact when the run fell due (last heartbeat "
+            f"{last_heard}); the run is kept: the node holds it and may run it offline, "
+            "uploading its bundle when back; it fails after "
+            f"{fmt_span(horizon.seconds)} without word")
+
+
+def ran_after_cancel_note(node_id: str, *, ran_at: str | None, cancelled_at: str) -> str:
+    """The reason a cancelled run becomes done: its node ran it offline, not knowing."""
+    when = f"at {ran_at}" if ran_at else "while out of contact"
+    return (f"ran offline {when} on node {node_id}, after the cancellation at "
+            f"{cancelled_at} (the node learned of it only when back); its results are kept")
 
 
 def horizon_reason(node_id: str, *, silent_since: datetime, horizon: Horizon) -> str:

@@ -3,7 +3,10 @@
 - A bundle exists only for a run its node took up. A run still scheduled or assigned,
   or one cancelled or expired before deploying, has no results: a bundle for it is
   refused, so it can neither be archived against a run that never ran nor block the
-  real bundle later. A run that failed after deploying keeps its logs.
+  real bundle later. A run that failed after deploying keeps its logs. One exception:
+  a run cancelled after it was handed to its node may have run offline before the node
+  learned of the cancellation; its bundle is real results, and is taken
+  (:func:`ran_after_cancel`: the run becomes done, saying so).
 - A node holds at most a cap of bytes in unfinished uploads, so abandoned parts cannot
   fill the orchestrator's disk (they expire when idle; see ``services.partials``).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from orchestrator.model.contact import TOOK_UP
 from testbed_common.states import RunState
 
 #: States a run passes through only once its node took it up: from here on the node
@@ -24,15 +28,26 @@ TAKEN_UP = frozenset({RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING,
 AWAITING = frozenset({RunState.RUNNING, RunState.UPLOADING, RunState.UNREACHABLE})
 
 
+def ran_after_cancel(state: RunState, history: Iterable[RunState]) -> bool:
+    """Whether a bundle for the run can only mean its node ran it offline after it was
+    cancelled: cancelled once handed out (assigned), never seen taken up."""
+    seen = frozenset(history)
+    return (state == RunState.CANCELLED and RunState.ASSIGNED in seen
+            and not TOOK_UP.intersection(seen))
+
+
 def bundle_refusal(run_id: str, state: RunState, history: Iterable[RunState]) -> str | None:
     """None when a bundle can exist for the run; else why it is refused.
 
     ``history`` holds every state the run has been in (its events).
     """
+    history = frozenset(history)
     if state in AWAITING:
         return None
     if state.final and TAKEN_UP.intersection(history):
         return None  # a late bundle, or a failed run's logs: kept
+    if ran_after_cancel(state, history):
+        return None  # its node held it and ran it offline, not knowing of the cancel
     if state.final:
         return (
             f"run {run_id} is {state.value} and never started on its node, so it has no "

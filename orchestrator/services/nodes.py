@@ -1,8 +1,11 @@
 """Node provisioning, registration and heartbeats.
 
 A heartbeat is the node's only chance to receive work (it sits behind NAT), so the
-reply carries every run it should hold: newly due runs (prefetched a few heartbeats
-ahead, as MONROE nodes did) and runs already assigned, in case an earlier reply was lost.
+reply carries every run it should hold: its whole schedule for the hand-out horizon (a
+day by default, ``scheduling.handout_horizon_s``: a node on a train may be offline for
+hours and goes on measuring from what it holds), minus the runs it says it already
+holds, so a lost reply loses nothing; which held runs were cancelled meanwhile; and
+what is left of each SIM's cap, for the node's local account while offline.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from sqlalchemy.orm import Session
 from orchestrator.errors import Conflict, Invalid, NotFound
 from orchestrator.model.ids import new_token
 from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
+from orchestrator.services import quotas
 from orchestrator.services.auth import Principal, authenticate_node, hash_token
 from orchestrator.services.context import Context
 from orchestrator.services.runs import transition
@@ -26,9 +30,6 @@ from orchestrator.timeseries.schema import RunContext, live_points
 from testbed_common import wire
 from testbed_common.states import RunState
 
-#: Runs due within this many heartbeat intervals are handed out early (prefetch), so a
-#: node can pull the image and start on time even if one heartbeat is lost.
-PREFETCH_BEATS = 3
 log = logging.getLogger(__name__)
 ACTIVE_ON_NODE = (RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING)
 
@@ -190,57 +191,69 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
         _update_interfaces(s, node, body.interfaces, now)
         if body.metadata is not None and ctx.timeseries is not None:
             _buffer_live_points(ctx, node, body.metadata)
-        assignments: list[wire.Assignment] = []
-        if not node.maintenance:
-            horizon = now + timedelta(seconds=interval * PREFETCH_BEATS)
-            due = s.scalars(
-                select(Run)
-                .where(
-                    Run.node_id == node.id,
-                    Run.state.in_((RunState.SCHEDULED, RunState.ASSIGNED)),
-                    Run.not_before <= horizon,
-                )
-                .order_by(Run.not_before)
-            ).all()
-            for run in due:
-                if run.state == RunState.SCHEDULED:
-                    transition(
-                        s,
-                        run,
-                        RunState.ASSIGNED,
-                        "handed to the node on heartbeat",
-                        source="orchestrator",
-                        at=now,
-                    )
-                assignments.append(
-                    wire.Assignment(
-                        run_id=run.id,
-                        experiment=run.experiment,
-                        image=run.image,
-                        parameters=run.parameters,
-                        interface=run.interface,
-                        not_before=run.not_before,
-                        deadline=run.deadline,
-                        max_bytes=run.forecast_bytes,
-                    )
-                )
+        pending = set(body.pending_run_ids)
+        assignments = [] if node.maintenance else _hand_out(ctx, s, node, now, pending)
         cancel: list[str] = []
-        if body.running_run_ids:
-            held = s.scalars(select(Run).where(Run.id.in_(body.running_run_ids))).all()
+        held_ids = set(body.running_run_ids) | pending
+        if held_ids:
+            held = s.scalars(select(Run).where(Run.id.in_(held_ids))).all()
             for r in held:
-                if r.node_id == node.id and r.state == RunState.UNREACHABLE:
+                if (r.id in body.running_run_ids and r.node_id == node.id
+                        and r.state == RunState.UNREACHABLE):
                     transition(s, r, RunState.RUNNING,
                                f"node {node.id} back in contact: the run is still running",
                                source=f"node:{node.id}", at=now)
-            cancel = [
+            # A run cancelled (or ended) while the node held it, e.g. while it was
+            # offline: the node stops it, or drops it from its book.
+            cancel = sorted(
                 r.id
                 for r in held
                 if r.node_id != node.id
                 or RunState(r.state) in (RunState.CANCELLED, RunState.FAILED, RunState.EXPIRED)
-            ]
+            )
+        sim_left = quotas.sim_left_for_node(s, ctx.settings, node, now)
         return wire.HeartbeatReply(
             server_time=now,
             heartbeat_interval_s=interval,
             assignments=assignments,
             cancel_run_ids=cancel,
+            sim_left_bytes=sim_left,
         )
+
+
+def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,
+              pending: set[str]) -> list[wire.Assignment]:
+    """The node's schedule for the hand-out horizon: every booked run due within
+    ``scheduling.handout_horizon_s``, earliest first, at most ``handout_max_runs``. Each
+    becomes ``assigned``; those the node says it holds (``pending``) are not sent again,
+    the others are (a lost reply loses nothing)."""
+    sched = ctx.settings.scheduling
+    horizon = now + timedelta(seconds=sched.handout_horizon_s)
+    due = s.scalars(
+        select(Run)
+        .where(
+            Run.node_id == node.id,
+            Run.state.in_((RunState.SCHEDULED, RunState.ASSIGNED)),
+            Run.not_before <= horizon,
+        )
+        .order_by(Run.not_before, Run.id)
+        .limit(sched.handout_max_runs)
+    ).all()
+    out: list[wire.Assignment] = []
+    for run in due:
+        if run.state == RunState.SCHEDULED:
+            transition(s, run, RunState.ASSIGNED, "handed to the node on heartbeat",
+                       source="orchestrator", at=now)
+        if run.id in pending:
+            continue
+        out.append(wire.Assignment(
+            run_id=run.id,
+            experiment=run.experiment,
+            image=run.image,
+            parameters=run.parameters,
+            interface=run.interface,
+            not_before=run.not_before,
+            deadline=run.deadline,
+            max_bytes=run.forecast_bytes,
+        ))
+    return out

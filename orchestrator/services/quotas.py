@@ -18,6 +18,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, NotFound
+from orchestrator.model.contact import took_up_for_settlement
 from orchestrator.model.ids import NodeId
 from orchestrator.quotas import settlement
 from orchestrator.quotas.ledger import (
@@ -138,8 +139,11 @@ def reservation_of(s: Session, run: Run) -> Reservation | None:
                        f"run {run.id}")
 
 
-def settle(s: Session, run: Run, *, at: datetime) -> Settlement | None:
-    """Settle the run's reservation once, from its current state: the decision is the
+def settle(s: Session, run: Run, *, at: datetime, target: RunState | None = None,
+           by_node: bool = False) -> Settlement | None:
+    """Settle the run's reservation once, from its current state (and, for an
+    ``unreachable`` run, the state it moves to and who moves it:
+    :func:`orchestrator.model.contact.took_up_for_settlement`): the decision is the
     ledger's (:func:`orchestrator.quotas.settlement.settle`), this stores it. An overrun
     is recorded as an event and shows in the SIM's usage. None: nothing to settle."""
     if run.settled_at is not None:
@@ -147,8 +151,16 @@ def settle(s: Session, run: Run, *, at: datetime) -> Settlement | None:
     reservation = reservation_of(s, run)
     if reservation is None:
         return None
+    state = RunState(run.state)
+    started = state not in NOT_STARTED
+    if state == RunState.UNREACHABLE:
+        history = frozenset(RunState(x) for x in s.scalars(
+            select(RunEvent.state).where(RunEvent.run_id == run.id)).all())
+        took_up = took_up_for_settlement(state, history=history,
+                                         target=target or state, by_node=by_node)
+        started = started if took_up is None else took_up
     done = settlement.settle(reservation, measured_bytes=run.measured_bytes,
-                             started=RunState(run.state) not in NOT_STARTED)
+                             started=started)
     run.charged_bytes = done.charged_bytes
     run.overrun_bytes = done.overrun_bytes
     run.settled_at = at
@@ -158,6 +170,34 @@ def settle(s: Session, run: Run, *, at: datetime) -> Settlement | None:
         s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator",
                        at=at))
     return done
+
+
+def sim_left_for_node(s: Session, settings: Settings, node: Node, now: datetime
+                      ) -> dict[str, int]:
+    """Per interface of ``node`` with a cap, the bytes the node may still move on that SIM
+    this period (``HeartbeatReply.sim_left_bytes``): the usable cap less what settled
+    runs were charged, less the reservations of runs not handed to the node (still
+    ``scheduled``, beyond the hand-out horizon). The reservations of the runs it holds
+    are left in: those are what it will spend. The node keeps its local account from
+    this while offline (``node_agent.sim_account``). Only this node's rows are read: it
+    is answered on every heartbeat."""
+    quotas = _quotas(s, settings, [node])
+    out: dict[str, int] = {}
+    for iface in node.interfaces:
+        key = sim_key(node.id, iface.name, iface.mcc_mnc)
+        quota = quotas.get(key)
+        if quota is None:
+            continue
+        period = quota.period_at(now).start
+        mine = (Run.node_id == node.id, Run.interface == iface.name,
+                Run.mcc_mnc == iface.mcc_mnc, Run.reservation_period == period)
+        charged = s.scalar(select(func.coalesce(func.sum(Run.charged_bytes), 0))
+                           .where(*mine, Run.settled_at.is_not(None)))
+        waiting = s.scalar(select(func.coalesce(func.sum(Run.reserved_bytes), 0))
+                           .where(*mine, Run.settled_at.is_(None),
+                                  Run.state == RunState.SCHEDULED))
+        out[iface.name] = max(0, quota.usable_bytes - int(charged or 0) - int(waiting or 0))
+    return out
 
 
 # --- operator-facing ---------------------------------------------------------------

@@ -1,11 +1,13 @@
 """Ends runs that can no longer end by themselves, each with a stated reason.
 
-- a run whose node went offline while deploying or running it becomes ``unreachable``
-  (not final: the node may finish it offline and upload when back; its reservation
+- a run whose node went offline while deploying or running it, or while holding it
+  assigned when it falls due, becomes ``unreachable`` (not final: the node may run or
+  finish it offline from the schedule it holds, and upload when back; its reservation
   stays held), and fails only after ``unreachable_horizon_s`` without word
-  (``model.contact``); an assigned run of an offline node fails; an uploading run
-  waits: its bundle is in the node's spool;
-- a run still active past its deadline plus a grace fails;
+  (``model.contact``); an assigned run not yet due waits; an uploading run waits: its
+  bundle is in the node's spool;
+- a run still active past its deadline plus a grace, its node heard from since the
+  deadline, fails (a node silent since then is out of contact: the rule above);
 - a scheduled run never picked up expires;
 - a run waiting for its bundle longer than ``upload_wait_s`` fails;
 - and, not a run but its bytes: an unfinished upload idle for ``part_idle_expire_s``
@@ -21,6 +23,8 @@ from sqlalchemy import select
 from orchestrator.model.contact import (
     Horizon,
     Silence,
+    Slot,
+    due_unreachable_reason,
     horizon_reason,
     on_silence,
     unreachable_reason,
@@ -62,14 +66,21 @@ def reap(ctx: Context) -> int:
         for run in s.scalars(select(Run).where(Run.state.in_(held))).all():
             node = s.get(Node, run.node_id)
             assert node is not None
+            heard = (max(node.last_heartbeat_at, ctx.started_at)
+                     if node.last_heartbeat_at is not None else None)
             verdict = on_silence(RunState(run.state),
                                  node_offline=node_silent(ctx, node, now) == NodeHealth.OFFLINE,
-                                 silent_since=run.silent_since, now=now, horizon=horizon)
+                                 silent_since=run.silent_since, now=now, horizon=horizon,
+                                 slot=Slot(run.not_before, run.deadline,
+                                           health.deadline_grace_s),
+                                 last_heard=heard)
             last = node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else "never"
             if verdict == Silence.UNREACHABLE:
                 run.silent_since = max(node.last_heartbeat_at or now, ctx.started_at)
+                words = (due_unreachable_reason if run.state == RunState.ASSIGNED
+                         else unreachable_reason)
                 transition(s, run, RunState.UNREACHABLE,
-                           unreachable_reason(node.id, last_heard=last, horizon=horizon),
+                           words(node.id, last_heard=last, horizon=horizon),
                            source="orchestrator", at=now)
                 kept += 1
             elif verdict == Silence.FAIL:

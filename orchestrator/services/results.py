@@ -120,6 +120,14 @@ def rate_in_bundle(ctx: Context, experiment: str, contents: BundleContents) -> f
     return link_rate(doc) if isinstance(doc, dict) else None
 
 
+def started_in_bundle(ctx: Context, contents: BundleContents) -> str | None:
+    """When the run's experiment started, as the agent wrote it in the bundle's
+    meta/run.json (``started_at``, the node's clock), or None when absent."""
+    doc = _kept_json(ctx, contents, META_RUN)
+    started = doc.get("started_at") if isinstance(doc, dict) else None
+    return started if isinstance(started, str) else None
+
+
 def measured_in_bundle(ctx: Context, contents: BundleContents) -> int | None:
     """The bytes the run moved on its interface, as the agent wrote them in the bundle's
     meta/run.json (``bytes_used``, both directions), or None when the experiment never

@@ -52,7 +52,9 @@ def transition(
         run.out_of_contact_s = (run.out_of_contact_s or 0.0) + silent
         run.silent_since = None
     if target in FINAL_STATES:
-        quotas.settle(s, run, at=at)  # before the move: it looks at where the run was
+        # before the move: it looks at where the run was (and, for an unreachable one,
+        # at where it goes and who moves it)
+        quotas.settle(s, run, at=at, target=target, by_node=source.startswith("node:"))
     run.state = target.value
     run.state_reason = reason
     run.state_at = at

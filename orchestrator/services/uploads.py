@@ -22,12 +22,17 @@ from sqlalchemy.orm import Session
 
 from orchestrator.archive.store import OffsetMismatch
 from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge, UploadFailed
-from orchestrator.model.contact import out_of_contact_note
-from orchestrator.model.uploads import AWAITING, bundle_refusal
+from orchestrator.model.contact import out_of_contact_note, ran_after_cancel_note
+from orchestrator.model.uploads import AWAITING, bundle_refusal, ran_after_cancel
 from orchestrator.services.auth import authenticate_node
 from orchestrator.services.context import Context
 from orchestrator.services.partials import check_node_cap
-from orchestrator.services.results import measured_in_bundle, members_to_keep, rate_in_bundle
+from orchestrator.services.results import (
+    measured_in_bundle,
+    members_to_keep,
+    rate_in_bundle,
+    started_in_bundle,
+)
 from orchestrator.services.runs import transition
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
@@ -59,9 +64,13 @@ def _status(ctx: Context, run: Run, up: Upload) -> wire.UploadStatus:
     )
 
 
+def _history(s: Session, run: Run) -> list[RunState]:
+    return [RunState(x) for x in
+            s.scalars(select(RunEvent.state).where(RunEvent.run_id == run.id)).all()]
+
+
 def _refuse_unless_results_can_exist(s: Session, run: Run) -> None:
-    history = s.scalars(select(RunEvent.state).where(RunEvent.run_id == run.id)).all()
-    refusal = bundle_refusal(run.id, RunState(run.state), map(RunState, history))
+    refusal = bundle_refusal(run.id, RunState(run.state), _history(s, run))
     if refusal is not None:
         raise Conflict(refusal, state=run.state)
 
@@ -234,6 +243,17 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         contact = out_of_contact_note(run.node_id, run.out_of_contact_s)
         transition(s, run, RunState.DONE, f"{note}; {contact}" if contact else note,
                    source="orchestrator", at=now)
+    elif ran_after_cancel(state, _history(s, run)):
+        # Its node held it and ran it offline before it could learn of the cancellation:
+        # real results, kept and ingested; the reservation released at the cancel is
+        # settled again, at what the run measured.
+        cancelled_at = run.state_at.isoformat()
+        if run.measured_bytes is None:
+            run.measured_bytes = measured_in_bundle(ctx, contents)
+        run.settled_at = run.charged_bytes = run.overrun_bytes = None
+        why = ran_after_cancel_note(run.node_id, ran_at=started_in_bundle(ctx, contents),
+                                    cancelled_at=cancelled_at)
+        transition(s, run, RunState.DONE, f"{note}; {why}", source="orchestrator", at=now)
     else:  # a failed run's logs, or a late bundle: kept, state unchanged
         s.add(RunEvent(run_id=run.id, state=run.state, reason=note, source="orchestrator", at=now))
 

@@ -10,10 +10,12 @@ import pytest
 from orchestrator.model.contact import (
     Horizon,
     Silence,
+    Slot,
     fmt_span,
     horizon_reason,
     on_silence,
     out_of_contact_note,
+    took_up_for_settlement,
 )
 from testbed_common.states import RunState, can_move
 
@@ -26,27 +28,76 @@ def test_a_silent_run_is_not_final_and_the_node_back_in_contact_moves_it_on() ->
     assert not S.UNREACHABLE.final
     for held in (S.DEPLOYING, S.RUNNING):
         assert can_move(held, S.UNREACHABLE)
-    for word in (S.DEPLOYING, S.RUNNING, S.UPLOADING, S.FAILED, S.CANCELLED):
+    for word in (S.DEPLOYING, S.RUNNING, S.UPLOADING, S.FAILED, S.CANCELLED, S.EXPIRED):
         assert can_move(S.UNREACHABLE, word)
+    # an assigned run that falls due while its node is offline is kept too
+    assert can_move(S.ASSIGNED, S.UNREACHABLE)
     # a run becomes done only through uploading (its bundle), never straight away
     assert not can_move(S.UNREACHABLE, S.DONE)
     # a finished run already settled waits for its bundle as it is
     assert not can_move(S.UPLOADING, S.UNREACHABLE)
     for final in (S.DONE, S.FAILED, S.CANCELLED, S.EXPIRED):
         assert not can_move(final, S.UNREACHABLE)
+    assert not can_move(S.SCHEDULED, S.UNREACHABLE)  # never handed out: the node lacks it
 
 
 @pytest.mark.parametrize(("state", "offline", "expected"), [
     (S.RUNNING, False, Silence.KEEP),
     (S.RUNNING, True, Silence.UNREACHABLE),
     (S.DEPLOYING, True, Silence.UNREACHABLE),
-    (S.ASSIGNED, True, Silence.FAIL),  # not taken up: fails as before
+    (S.ASSIGNED, True, Silence.UNREACHABLE),  # held by the node: may run offline
     (S.ASSIGNED, False, Silence.KEEP),
 ])
 def test_an_offline_node_makes_runs_it_took_up_unreachable(
         state: RunState, offline: bool, expected: Silence) -> None:
     assert on_silence(state, node_offline=offline, silent_since=None, now=NOW,
                       horizon=WEEK) == expected
+
+
+SLOT = Slot(NOW + timedelta(minutes=10), NOW + timedelta(minutes=11), grace_s=60)
+
+
+@pytest.mark.parametrize(("state", "now", "offline", "last_heard", "expected"), [
+    # assigned, its node offline: waits until it falls due, then is unreachable
+    (S.ASSIGNED, NOW, True, NOW - timedelta(hours=1), Silence.KEEP),
+    (S.ASSIGNED, SLOT.not_before, True, NOW - timedelta(hours=1), Silence.UNREACHABLE),
+    # not yet offline, but silent since before the deadline, and the slot's grace is
+    # over: out of contact (the deadline rule is for nodes that are heard from)
+    (S.ASSIGNED, SLOT.deadline + timedelta(seconds=61), False, SLOT.not_before,
+     Silence.UNREACHABLE),
+    (S.RUNNING, SLOT.deadline + timedelta(seconds=61), False, SLOT.not_before,
+     Silence.UNREACHABLE),
+    # grace not over yet: nothing to say
+    (S.ASSIGNED, SLOT.deadline + timedelta(seconds=59), False, SLOT.not_before, Silence.KEEP),
+    # heard from after the deadline: not a silence (the reaper's deadline rule applies)
+    (S.ASSIGNED, SLOT.deadline + timedelta(seconds=61), False,
+     SLOT.deadline + timedelta(seconds=1), Silence.KEEP),
+])
+def test_an_assigned_run_is_kept_through_a_silence_once_it_falls_due(
+        state: RunState, now: datetime, offline: bool, last_heard: datetime,
+        expected: Silence) -> None:
+    assert on_silence(state, node_offline=offline, silent_since=None, now=now, horizon=WEEK,
+                      slot=SLOT, last_heard=last_heard) == expected
+
+
+@pytest.mark.parametrize(("history", "target", "by_node", "started"), [
+    # it ran before the silence: started, whoever ends it
+    ({S.ASSIGNED, S.RUNNING, S.UNREACHABLE}, S.FAILED, False, True),
+    ({S.ASSIGNED, S.DEPLOYING, S.UNREACHABLE}, S.CANCELLED, False, True),
+    # unreachable since it fell due: the node says it missed or refused it: nothing ran
+    ({S.ASSIGNED, S.UNREACHABLE}, S.EXPIRED, True, False),
+    ({S.ASSIGNED, S.UNREACHABLE}, S.FAILED, True, False),
+    # cancelled meanwhile: released (a bundle after all settles it again)
+    ({S.ASSIGNED, S.UNREACHABLE}, S.CANCELLED, False, False),
+    # the horizon: it may have run unseen; the safe side charges it
+    ({S.ASSIGNED, S.UNREACHABLE}, S.FAILED, False, True),
+])
+def test_what_an_unreachable_runs_settlement_counts_as_started(
+        history: set[RunState], target: RunState, by_node: bool, started: bool) -> None:
+    assert took_up_for_settlement(S.UNREACHABLE, history=frozenset(history), target=target,
+                                  by_node=by_node) is started
+    assert took_up_for_settlement(S.RUNNING, history=frozenset(history), target=target,
+                                  by_node=by_node) is None  # the usual rule
 
 
 @pytest.mark.parametrize(("silent_for", "expected"), [

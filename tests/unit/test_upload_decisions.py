@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.archive.store import Archive, OffsetMismatch, StorageError
-from orchestrator.model.uploads import bundle_refusal, node_cap_refusal
+from orchestrator.model.uploads import bundle_refusal, node_cap_refusal, ran_after_cancel
 from orchestrator.settings import UploadSettings
 from testbed_common.states import RunState
 
@@ -31,6 +31,11 @@ S = RunState
     (S.UNREACHABLE, [S.SCHEDULED, S.ASSIGNED, S.DEPLOYING, S.UNREACHABLE]),
     (S.FAILED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.UNREACHABLE, S.FAILED]),  # horizon
     (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.CANCELLED]),
+    # handed out, then cancelled while its node was offline: it may have run there
+    (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.CANCELLED]),
+    (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.UNREACHABLE, S.CANCELLED]),
+    # an assigned run that fell due while its node was offline
+    (S.UNREACHABLE, [S.SCHEDULED, S.ASSIGNED, S.UNREACHABLE]),
 ])
 def test_bundles_are_taken_for_runs_their_node_took_up(
     state: RunState, history: list[RunState]
@@ -42,7 +47,7 @@ def test_bundles_are_taken_for_runs_their_node_took_up(
     (S.SCHEDULED, [S.SCHEDULED], "scheduled: it has not run yet"),
     (S.ASSIGNED, [S.SCHEDULED, S.ASSIGNED], "assigned: it has not run yet"),
     (S.DEPLOYING, [S.SCHEDULED, S.ASSIGNED, S.DEPLOYING], "deploying: it has not run yet"),
-    (S.CANCELLED, [S.SCHEDULED, S.CANCELLED], "cancelled and never started"),
+    (S.CANCELLED, [S.SCHEDULED, S.CANCELLED], "cancelled and never started"),  # not handed out
     (S.EXPIRED, [S.SCHEDULED, S.ASSIGNED, S.EXPIRED], "expired and never started"),
     (S.FAILED, [S.SCHEDULED, S.FAILED], "failed and never started"),
 ])
@@ -51,6 +56,19 @@ def test_bundles_for_runs_that_never_ran_are_refused_naming_the_state(
 ) -> None:
     refusal = bundle_refusal("r-1", state, history)
     assert refusal is not None and words in refusal
+
+
+@pytest.mark.parametrize(("state", "history", "after_cancel"), [
+    (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.CANCELLED], True),
+    (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.UNREACHABLE, S.CANCELLED], True),
+    (S.CANCELLED, [S.SCHEDULED, S.CANCELLED], False),  # the node never held it
+    # taken up, then cancelled: a late bundle of a run that stays cancelled
+    (S.CANCELLED, [S.SCHEDULED, S.ASSIGNED, S.RUNNING, S.CANCELLED], False),
+    (S.EXPIRED, [S.SCHEDULED, S.ASSIGNED, S.EXPIRED], False),  # the node said it missed it
+])
+def test_a_bundle_of_a_run_cancelled_while_its_node_held_it_means_it_ran_offline(
+        state: RunState, history: list[RunState], after_cancel: bool) -> None:
+    assert ran_after_cancel(state, history) is after_cancel
 
 
 def test_node_cap_counts_other_uploads_and_says_what_to_do() -> None:
