@@ -136,7 +136,7 @@ class SchedulingSettings(BaseModel):
     #: Most runs one heartbeat reply hands out, earliest first (the rest follow in later
     #: replies as the node's book fills). 500 assignments are ~250 kB of JSON, far under
     #: the node's request caps, and more than a day of a busy node's runs.
-    handout_max_runs: int = Field(500, ge=1, le=10_000)
+    handout_max_runs: int = Field(500, ge=1, le=1000)
     #: How often campaigns are re-planned, seconds (also at once after a run fails, a
     #: node changes health, or a quota changes).
     replan_interval_s: float = Field(60.0, gt=0)

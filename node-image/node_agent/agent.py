@@ -191,7 +191,7 @@ class Agent:
         while not self._stopping.is_set():
             with self._lock:
                 running = [self._current[0]] if self._current else []
-                pending = self.book.pending_ids
+                pending = self.book.pending_ids[:1000]  # the wire's bound on id lists
             uncounted = self.outbox.run_ids() | set(running)  # see node_agent.sim_account
             sent_at = self.clock()
             metadata, marks = self._live_metadata()

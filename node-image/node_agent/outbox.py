@@ -44,7 +44,10 @@ class Outbox:
     def pending(self) -> list[PendingReport]:
         out = []
         for path in sorted(self.root.glob("*.json")):
-            data = json.loads(path.read_text())
+            try:
+                data = json.loads(path.read_text())
+            except FileNotFoundError:  # delivered meanwhile by the sender's thread
+                continue
             out.append(
                 PendingReport(path, str(data["run_id"]), StateReport.model_validate(data["report"]))
             )
