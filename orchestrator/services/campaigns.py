@@ -7,12 +7,13 @@ window never occurs, every SIM's cap is below one session) is refused with those
 reasons and nothing is stored.
 
 Cancel and delete (owner or administrator). Cancel stops further bookings and cancels
-the campaign's runs that have not started (scheduled, assigned) through the run state
-machine, which releases their quota reservations; runs that started, and their data,
-are kept. Delete is for a campaign without data: it cancels, then hides the campaign
-from every list and lookup; its rows stay (they are the runs' and the quota ledger's
-journal). A campaign with a run that holds or may still produce data (deploying,
-running, uploading, unreachable, done, or with an archived bundle) is refused: cancel it instead.
+the campaign's runs that have not started (scheduled, assigned, and unreachable ones
+their node held assigned when it fell silent) through the run state machine, which
+releases their quota reservations; runs that started, and their data, are kept. Delete
+is for a campaign without data: it cancels, then hides the campaign from every list and
+lookup; its rows stay (they are the runs' and the quota ledger's journal). A campaign
+with a run that holds or may still produce data (deploying, running, uploading,
+unreachable, done, or with an archived bundle) is refused: cancel it instead.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, Forbidden, Invalid
+from orchestrator.model.contact import TOOK_UP
 from orchestrator.model.ids import new_campaign_id
 from orchestrator.scheduling.planner import ReasonCode
 from orchestrator.scheduling.spec import check_ahead
@@ -35,7 +37,7 @@ from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec, replan_in
 from orchestrator.services.runs import runs_of, transition
 from orchestrator.services.users import project_for
-from orchestrator.store.tables import Campaign, Project, Run, User
+from orchestrator.store.tables import Campaign, Project, Run, RunEvent, User
 from testbed_common.states import RunState
 
 __all__ = ["cancel_campaign", "delete_campaign", "get_campaign", "list_campaigns",
@@ -137,9 +139,20 @@ def _cancel(s: Session, campaign: Campaign, principal: Principal, now: datetime)
         campaign.cancelled_at = now
         campaign.cancel_reason = reason
     pending = s.scalars(select(Run).where(
-        Run.campaign_id == campaign.id, Run.state.in_(NOT_STARTED))).all()
+        Run.campaign_id == campaign.id,
+        Run.state.in_((*NOT_STARTED, RunState.UNREACHABLE)))).all()
     for run in pending:
+        if run.state == RunState.UNREACHABLE and _took_up(s, run):
+            continue  # it started on its node: its data is awaited, not cancelled
         transition(s, run, RunState.CANCELLED, reason, source="user", at=now)
+
+
+def _took_up(s: Session, run: Run) -> bool:
+    """Whether the run's node took it up (an unreachable run may be one its node held
+    assigned when it fell due: not started, as far as anyone knows, so a cancel stops
+    it; should it have run offline all the same, its bundle is kept, services.uploads)."""
+    seen = s.scalars(select(RunEvent.state).where(RunEvent.run_id == run.id)).all()
+    return bool(TOOK_UP & {RunState(x) for x in seen})
 
 
 def cancel_campaign(ctx: Context, principal: Principal, campaign_id: str) -> CampaignPublic:

@@ -216,6 +216,35 @@ def test_a_cancel_made_while_the_node_was_offline_is_learned_at_its_next_contact
     assert _beat(api, token, pending=[kept["id"]]).cancel_run_ids == []
 
 
+def test_a_campaign_cancelled_while_its_node_was_offline_is_dropped_from_its_book(
+        api: Api) -> None:
+    token = _node(api)
+    t0 = api.clock.now() + timedelta(minutes=5)
+    r = api.client.post("/api/v1/campaigns", headers=api.admin, json={
+        "version": 2, "name": "on-a-train", "project": "default", "nodes": ["se-01"],
+        "select": "interface:op0",
+        "steps": [{"experiment": "tat", "parameters": {"duration_s": 10}}],
+        "recurrence": {"kind": "every", "hours": 1, "start": t0.isoformat(),
+                       "end": (t0 + timedelta(hours=3)).isoformat()}})
+    assert r.status_code == 201, r.text
+    campaign = r.json()
+    ids = sorted(run["id"] for run in campaign["runs"])
+    assert len(ids) == 3
+    held = [a.run_id for a in _beat(api, token).assignments]
+    assert sorted(held) == ids  # the whole campaign is on the node
+    _go_silent_past(api, 15 * 60)  # the first falls due while it is offline
+    states = {i: shown(api, i)["state"] for i in ids}
+    assert sorted(states.values()) == ["assigned", "assigned", "unreachable"], states
+    r = api.client.post(f"/api/v1/campaigns/{campaign['id']}/cancel", headers=api.admin)
+    assert r.status_code == 200, r.text
+    assert {shown(api, i)["state"] for i in ids} == {"cancelled"}  # none had started
+    assert quota(api, "se-01", "op0")["reserved"] == 0
+    # back: the node still holds two (it missed the first: reported on its own)
+    reply = _beat(api, token, pending=held[1:])
+    assert reply.cancel_run_ids == sorted(held[1:])
+    assert reply.assignments == []
+
+
 def test_a_run_that_ran_offline_after_its_cancellation_is_kept_and_done(
         api: Api, tmp_path: Path) -> None:
     token = _node(api)
