@@ -144,9 +144,12 @@ def register(ctx: Context, token: str | None, body: wire.Registration) -> wire.R
         node.registered_at = now
         node.last_heartbeat_at = now
         _update_interfaces(s, node, body.interfaces, now)
+        # Assigned runs are not among them: a node that lost its book is handed them
+        # again by its next heartbeat (a day of them, with the hand-out horizon).
         active = s.scalars(
             select(Run.id).where(Run.node_id == node.id,
-                                 Run.state.in_((*ACTIVE_ON_NODE, RunState.UNREACHABLE)))
+                                 Run.state.in_((RunState.DEPLOYING, RunState.RUNNING,
+                                                RunState.UNREACHABLE)))
         ).all()
         return wire.RegistrationReply(
             node_id=node.id,

@@ -282,3 +282,15 @@ def test_a_bundle_for_a_run_cancelled_before_it_was_handed_out_is_still_refused(
     assert r.status_code == 200, r.text
     with pytest.raises(AssertionError, match="never started"):
         _upload(api, token, run["id"], tmp_path)
+
+
+def test_a_node_that_lost_its_book_is_handed_its_day_again_not_told_it_lost_runs(
+        api: Api) -> None:
+    token = _node(api)
+    runs = [_book(api, h * HOUR) for h in (1, 5)]
+    _beat(api, token)
+    reg = wire.Registration(agent_version="test", interfaces=[])
+    r = api.client.post(f"{wire.AGENT_PREFIX}/register", headers=api.node(token),
+                        json=reg.model_dump(mode="json"))
+    assert r.json()["active_run_ids"] == []  # nothing it should report lost
+    assert [a.run_id for a in _beat(api, token).assignments] == [x["id"] for x in runs]
