@@ -133,9 +133,10 @@ class SchedulingSettings(BaseModel):
     #: go on measuring from what it holds. At most ``horizon_s``: the planner books no
     #: further, so a longer hand-out would hold nothing more.
     handout_horizon_s: float = Field(86400.0, gt=0)
-    #: Most runs one heartbeat reply hands out, earliest first (the rest follow in later
-    #: replies as the node's book fills). 500 assignments are ~250 kB of JSON, far under
-    #: the node's request caps, and more than a day of a busy node's runs.
+    #: Most runs of the hand-out horizon a node is handed, earliest first, counting
+    #: those it holds (the later ones follow as earlier ones start). 500 assignments are
+    #: ~250 kB of JSON in one reply, and more than a day of a busy node's runs; at most
+    #: 1000, the bound of the heartbeat's list of held runs.
     handout_max_runs: int = Field(500, ge=1, le=1000)
     #: How often campaigns are re-planned, seconds (also at once after a run fails, a
     #: node changes health, or a quota changes).
