@@ -4,6 +4,8 @@ and the agent refusing a run over it, with the reason reported."""
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
 from pathlib import Path
 
 from node_agent.runner import RunOutcome, StopRequest
@@ -81,3 +83,26 @@ def test_the_agent_refuses_a_run_over_what_is_left_and_reports_why(tmp_path: Pat
     assert [s for r, s, _ in sent if r == "r-2"] == [RunState.FAILED]  # never deployed
     assert reports(a)[:3] == [(RunState.DEPLOYING, None), (RunState.RUNNING, None),
                               (RunState.UPLOADING, 600_000)]
+
+
+def test_a_run_whose_slot_passed_while_the_node_was_away_is_reported_expired(
+        tmp_path: Path) -> None:
+    a = agent(tmp_path, RunOutcome(RunState.UPLOADING, "finished"))
+    late = assignment().model_copy(update={"not_before": NOW - timedelta(minutes=5),
+                                           "deadline": NOW - timedelta(minutes=4)})
+    a.book.offer([late])
+    loop = threading.Thread(target=a._executor_loop, daemon=True)
+    loop.start()
+    try:
+        for _ in range(100):
+            if a.outbox.pending():
+                break
+            threading.Event().wait(0.05)
+    finally:
+        a._stopping.set()
+        a._wake_executor.set()
+        loop.join(timeout=10)
+    [sent] = a.outbox.pending()
+    assert (sent.run_id, sent.report.state) == ("r-1", RunState.EXPIRED)
+    assert sent.report.reason.startswith("missed: the node could not start the run before")
+    assert a.book.pending_ids == []  # dropped from the book, never started
