@@ -273,9 +273,11 @@ def test_chunks_for_a_run_that_has_not_run_are_refused_even_if_declared_before(
 
 
 def test_a_run_cancelled_before_it_started_takes_no_bundle(api: Api, tmp_path: Path) -> None:
+    """Cancelled before it was handed to its node (still scheduled). One cancelled once
+    assigned may have run offline before its node learned of the cancel, and its bundle
+    is taken (tests/integration/test_offline_schedule.py)."""
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
     run_id = api.submit("se-01")["id"]
-    api.heartbeat(token)  # assigned
     api.client.post(f"/api/v1/runs/{run_id}/cancel", headers=api.admin, json={})
     r = _create(api, token, run_id, _bundle(tmp_path, run_id))
     assert r.status_code == 409, r.text
