@@ -83,12 +83,10 @@ def reap(ctx: Context) -> int:
                            words(node.id, last_heard=last, horizon=horizon),
                            source="orchestrator", at=now)
                 kept += 1
-            elif verdict == Silence.FAIL:
-                reason = (horizon_reason(node.id, silent_since=run.silent_since,
-                                         horizon=horizon)
-                          if run.silent_since is not None and run.state == RunState.UNREACHABLE
-                          else f"node {node.id} went offline before starting the run (last "
-                               f"heartbeat {last}); agent or its link lost")
+            elif verdict == Silence.FAIL:  # an unreachable run past the horizon
+                assert run.silent_since is not None  # the horizon is counted from it
+                reason = horizon_reason(node.id, silent_since=run.silent_since,
+                                        horizon=horizon)
                 transition(s, run, RunState.FAILED, reason, source="orchestrator", at=now)
                 ended += 1
             elif (RunState(run.state) != RunState.UNREACHABLE
