@@ -74,3 +74,14 @@ def test_the_prometheus_and_alertmanager_configs_load() -> None:
     run("promtool", "check", "config", "--syntax-only", PROMETHEUS / "prometheus.yml")
     out = run("amtool", "check-config", ALERTMANAGER)
     assert "2 inhibit rules" in out
+
+
+def test_the_rules_select_the_job_that_scrapes_the_orchestrator_with_the_token() -> None:
+    """The rules match ``job="testbed"``: a job renamed in prometheus.yml would leave
+    TestbedOrchestratorDown matching nothing (never firing), and a job without the
+    token would see no node at all."""
+    config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == "testbed"]
+    assert job["authorization"]["credentials_file"]
+    assert job["static_configs"][0]["targets"] == ["orchestrator:8080"]
+    assert 'job="testbed"' in " ".join(r["expr"] for r in rules())
