@@ -1,6 +1,7 @@
 """Alerting through the compose stack: Prometheus scrapes the orchestrator with the
 metrics token, and stopping a fleet node fires ``TestbedNodeOffline`` in Alertmanager
-for that node alone, which resolves when the node is back (docs/monitoring.md).
+for that node alone (its stale alert inhibited by it), which resolves when the node is
+back (docs/monitoring.md).
 
 The stack's heartbeats (2 s, offline after 20 s) and scrape and evaluation intervals
 (5 s) are compressed; with the rule's ``for: 1m`` the alert arrives about 1.5 minutes
@@ -72,6 +73,11 @@ def test_a_stopped_node_fires_the_offline_alert_in_alertmanager(fleet: Fleet) ->
         assert {a["labels"]["node"] for a in alerts(OFFLINE)} == {NODE}
         # the orchestrator says the same as the alert
         assert fleet.get(f"/api/v1/nodes/{NODE}")["health"] == "offline"
+        # its stale alert (which fired first) is now said once, by the offline one
+        until(f"TestbedNodeStale for {NODE} inhibited by {OFFLINE}", 30, lambda: [
+            a for a in alerts("TestbedNodeStale") if a["labels"].get("node") == NODE
+            and a["status"]["state"] == "suppressed"
+            and a["status"]["inhibitedBy"] == [alert["fingerprint"]]])
     finally:
         docker("start", container(NODE))
 
