@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_TOKEN = "change-me"
@@ -200,8 +200,10 @@ class Settings(BaseSettings):
     #: Token of the bootstrap administrator (creates users and nodes). Outside
     #: development it must pass :func:`weak_secret` (docs/security.md).
     admin_token: str = PLACEHOLDER_TOKEN
-    #: Bearer token Prometheus sends to scrape ``/metrics`` in full (per-SIM series,
-    #: with node ids). Without it, or unset, ``/metrics`` shows only fleet aggregates.
+    #: Bearer token Prometheus sends to scrape ``/metrics`` in full (per-node and per-SIM
+    #: series, with node ids). Unset or empty: ``/metrics`` shows only fleet aggregates
+    #: to a scraper without the admin token (empty, so that a compose file can pass
+    #: ``${TESTBED_METRICS_TOKEN:-}`` through whether or not it is set).
     metrics_token: str | None = None
     host: str = "0.0.0.0"
     port: int = 8080
@@ -210,6 +212,11 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     scheduling: SchedulingSettings = SchedulingSettings()
     influx: InfluxSettings = InfluxSettings()
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None
 
     @model_validator(mode="after")
     def _no_placeholder_secret(self) -> Settings:

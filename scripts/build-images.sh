@@ -5,7 +5,8 @@
 #   scripts/build-images.sh node tat        # only these (orchestrator, node, server,
 #                                           # or an experiment's folder name)
 #
-# Images: testbed/orchestrator:$TAG, testbed/node:$TAG, testbed/server:$TAG, and every
+# Images: testbed/orchestrator:$TAG, testbed/node:$TAG, testbed/server:$TAG,
+# testbed/influxdb:$TAG, testbed/prometheus:$TAG, testbed/alertmanager:$TAG, and every
 # experiment image named by `image:` in experiments/*/experiment.yaml. All start
 # FROM debian:bookworm-slim (made locally by build-base-image.sh when no registry is
 # reachable). Python images get their packages from a wheelhouse built on the host
@@ -47,9 +48,9 @@ if [ "$#" -gt 0 ]; then
     want_all=0
     for name in "$@"; do
         case "$name" in
-            orchestrator|node|server|influxdb) ;;
+            orchestrator|node|server|influxdb|prometheus|alertmanager) ;;
             *) [ -f "experiments/$name/experiment.yaml" ] \
-                   || die "unknown image '$name' (orchestrator, node, server, influxdb, or one of: $(cd experiments && ls -d */ | tr -d / | tr '\n' ' '))" ;;
+                   || die "unknown image '$name' (orchestrator, node, server, influxdb, prometheus, alertmanager, or one of: $(cd experiments && ls -d */ | tr -d / | tr '\n' ' '))" ;;
         esac
         want[$name]=1
     done
@@ -177,6 +178,12 @@ if wanted server; then
 fi
 if wanted influxdb; then
     build_image "testbed/influxdb:$TAG" deploy/influxdb/Dockerfile deploy/influxdb
+fi
+if wanted prometheus; then
+    build_image "testbed/prometheus:$TAG" deploy/prometheus/Dockerfile deploy/prometheus
+fi
+if wanted alertmanager; then
+    build_image "testbed/alertmanager:$TAG" deploy/alertmanager/Dockerfile deploy/alertmanager
 fi
 for dir in experiments/*/; do
     dir="${dir%/}"

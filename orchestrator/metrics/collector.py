@@ -1,29 +1,50 @@
-"""A collector over the database: nodes by health, runs by state, upload bytes, and
-each SIM's quota this period (used, reserved, limit).
+"""A collector over the database: what Prometheus scrapes, and what the alert rules in
+``deploy/prometheus/rules/`` read (docs/monitoring.md lists every series and alert).
 
 Values are computed when Prometheus scrapes, so they are never out of step with the
 state they describe, and several orchestrator replicas report the same numbers.
+
+Two views. The public one holds fleet aggregates only: nodes by health, runs by state,
+runs ended in the last hour by operator and final state, upload and archive bytes, the
+archive disk, and the ingest backlog. The full one (a scraper with the metrics token)
+adds series labelled with node ids: per node its health, heartbeat age, clock offset,
+free disk and spooled bundles (5 series), and per SIM its quota (used, reserved, limit,
+overrun: 4, 3 without a cap). That is 17 series for a node with three SIMs, 170,000 at
+10,000 nodes: cardinality grows with the fleet only, never with runs or time, because
+no label holds a run, a campaign or a timestamp.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from orchestrator.services.context import Context
 from orchestrator.services.quotas import list_quotas
 from orchestrator.services.views import health_of
 from orchestrator.store.tables import Bundle, Node, Run, Upload
-from testbed_common.states import NodeHealth, RunState
+from testbed_common.states import FINAL_STATES, NodeHealth, RunState
+
+#: The window of ``testbed_runs_ended``, seconds. An hour holds enough runs per operator
+#: for a failure rate to mean something (a fleet runs each SIM every few minutes to
+#: hourly), and counting a window rather than all history keeps a scrape's query on an
+#: index range (ix_runs_state_at) however many months of runs the store holds.
+ENDED_WINDOW_S = 3600.0
+#: The label of runs booked without an operator (before quotas existed).
+UNKNOWN_OPERATOR = "unknown"
 
 
 class StateCollector(Collector):
-    """``per_sim``: also the quota series per SIM, labelled with node ids (shown only to
-    a scraper with the metrics token; the fleet aggregates are public)."""
+    """``per_sim``: the full view, with the per-node and per-SIM series labelled with
+    node ids (shown only to a scraper with the metrics token; the fleet aggregates are
+    public)."""
 
     def __init__(self, ctx: Context, *, per_sim: bool = True) -> None:
         self.ctx = ctx
@@ -33,10 +54,13 @@ class StateCollector(Collector):
         now = self.ctx.clock.now()
         with self.ctx.db.session() as s:
             nodes = s.scalars(select(Node)).all()
-            health = Counter(health_of(n, now, self.ctx.settings.health) for n in nodes)
+            healths = {n.id: health_of(n, now, self.ctx.settings.health) for n in nodes}
             runs = dict(s.execute(select(Run.state, func.count()).group_by(Run.state)).all())
             received = s.scalar(select(func.coalesce(func.sum(Upload.bytes_received), 0)))
             archived = s.scalar(select(func.coalesce(func.sum(Bundle.size), 0)))
+            ended = _ended(s, since=now - timedelta(seconds=ENDED_WINDOW_S))
+            pending = _ingest_backlog(s) if self.ctx.settings.influx.url else None
+        health = Counter(healths.values())
         g = GaugeMetricFamily("testbed_nodes", "Nodes by health", labels=["health"])
         for h in NodeHealth:
             g.add_metric([h.value], health.get(h, 0))
@@ -45,14 +69,49 @@ class StateCollector(Collector):
         for st in RunState:
             r.add_metric([st.value], runs.get(st.value, 0))
         yield r
+        e = GaugeMetricFamily(
+            "testbed_runs_ended",
+            f"Runs that reached a final state in the last {ENDED_WINDOW_S:.0f} s, by "
+            "operator (MCC-MNC) and state", labels=["mcc_mnc", "state"])
+        for (operator, state), count in sorted(ended.items()):
+            e.add_metric([operator, state], count)
+        yield e
         yield CounterMetricFamily(
             "testbed_upload_bytes", "Bundle bytes received from nodes", value=received or 0
         )
         yield GaugeMetricFamily(
             "testbed_archive_bytes", "Bytes of bundles in the raw archive", value=archived or 0
         )
+        yield from self._archive_disk()
+        if pending is not None:
+            count, oldest = pending
+            yield GaugeMetricFamily(
+                "testbed_ingest_pending_runs",
+                "Archived runs not yet written to the time-series store", value=count)
+            yield GaugeMetricFamily(
+                "testbed_ingest_oldest_pending_age_seconds",
+                "How long the oldest archived run has waited for the time-series store "
+                "(0: none waits)",
+                value=(now - oldest).total_seconds() if oldest is not None else 0.0)
         if self.per_sim:
+            yield from _nodes(nodes, healths, now)
             yield from self._quotas()
+
+    def _archive_disk(self) -> Iterator[Metric]:
+        """The file system of the raw archive: uploads get 507 when it is full (the
+        nodes keep their bundles spooled meanwhile). Absent until the archive folder
+        exists."""
+        try:
+            usage = shutil.disk_usage(self.ctx.archive.root)
+        except OSError:
+            return
+        yield GaugeMetricFamily(
+            "testbed_archive_disk_free_bytes",
+            "Free bytes on the raw archive's file system (for unprivileged users)",
+            value=usage.free)
+        yield GaugeMetricFamily(
+            "testbed_archive_disk_size_bytes",
+            "Size of the raw archive's file system, bytes", value=usage.total)
 
     def _quotas(self) -> Iterator[Metric]:
         labels = ["node", "interface", "mcc_mnc"]
@@ -75,3 +134,66 @@ class StateCollector(Collector):
             if q.limit is not None:
                 families["limit"].add_metric(values, q.limit)
         yield from families.values()
+
+
+def _ended(s: Session, *, since: datetime) -> dict[tuple[str, str], int]:
+    """Runs that reached a final state at ``since`` or later, by (operator, state).
+    Every operator seen gets every final state, zero included, so that a rule's ratio
+    of failed to all has both sides."""
+    rows = s.execute(
+        select(Run.mcc_mnc, Run.state, func.count())
+        .where(Run.state.in_([st.value for st in FINAL_STATES]), Run.state_at >= since)
+        .group_by(Run.mcc_mnc, Run.state)
+    ).all()
+    out = {(op or UNKNOWN_OPERATOR, st.value): 0
+           for op in {r[0] for r in rows} for st in FINAL_STATES}
+    for operator, state, count in rows:
+        out[(operator or UNKNOWN_OPERATOR, state)] += count
+    return out
+
+
+def _ingest_backlog(s: Session) -> tuple[int, datetime | None]:
+    """Archived runs waiting for the time-series store, and when the oldest one's
+    bundle was archived (services.ingest picks these up)."""
+    count, oldest = s.execute(
+        select(func.count(), func.min(Bundle.stored_at))
+        .select_from(Run).join(Bundle, Run.bundle_sha256 == Bundle.sha256)
+        .where(Run.ingested_at.is_(None))
+    ).one()
+    return int(count), oldest
+
+
+def _nodes(nodes: Sequence[Node], healths: dict[str, NodeHealth],
+           now: datetime) -> Iterator[Metric]:
+    """Five series per node, from its last heartbeat. Health is one series whose
+    ``health`` label is the current one (value 1), not one series per possible state:
+    a fifth of the series at 10,000 nodes; a change of health starts a new series,
+    which health changes are rare enough to afford."""
+    health = GaugeMetricFamily(
+        "testbed_node_health", "1 for the node's current health (new, online, stale, "
+        "offline, maintenance), derived from its last heartbeat as the API shows it",
+        labels=["node", "health"])
+    age = GaugeMetricFamily(
+        "testbed_node_heartbeat_age_seconds",
+        "Seconds since the node's last heartbeat (absent: never heartbeated)",
+        labels=["node"])
+    offset = GaugeMetricFamily(
+        "testbed_node_clock_offset_seconds",
+        "Node clock minus orchestrator clock, seconds, as the agent last estimated it",
+        labels=["node"])
+    disk = GaugeMetricFamily(
+        "testbed_node_disk_free_bytes",
+        "Free bytes where the agent keeps its spool, as last reported", labels=["node"])
+    spooled = GaugeMetricFamily(
+        "testbed_node_spooled_bundles",
+        "Result bundles waiting on the node for upload, as last reported", labels=["node"])
+    for n in nodes:
+        health.add_metric([n.id, healths[n.id].value], 1)
+        if n.last_heartbeat_at is not None:
+            age.add_metric([n.id], max(0.0, (now - n.last_heartbeat_at).total_seconds()))
+        if n.clock_offset_s is not None:
+            offset.add_metric([n.id], n.clock_offset_s)
+        if n.disk_free_bytes is not None:
+            disk.add_metric([n.id], n.disk_free_bytes)
+        spooled.add_metric([n.id], n.spooled_bundles)
+    yield from (health, age, offset, disk, spooled)

@@ -234,6 +234,8 @@ class Run(Base):
     __table_args__ = (
         Index("ix_runs_node_state", "node_id", "state"),
         Index("ix_runs_state", "state"),
+        # Runs that ended lately, by state (the metrics' failed-run rate per operator).
+        Index("ix_runs_state_at", "state", "state_at"),
         Index("ix_runs_campaign", "campaign_id"),
         Index("ix_runs_sim_period", "node_id", "interface", "reservation_period"),
     )

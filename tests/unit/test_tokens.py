@@ -29,3 +29,12 @@ def test_scrape_token_comparison_takes_any_text() -> None:
     assert may_scrape(settings, "admin-token-0123456789")
     for token in ("scrape-0123456789abcdeg", "tøken", "\x00"):
         assert not may_scrape(settings, token)
+
+
+def test_an_empty_scrape_token_is_none_and_scrapes_nothing() -> None:
+    """The compose file passes ``${TESTBED_METRICS_TOKEN:-}``: empty is unset, not a
+    token that an empty bearer (or a weak-token check in production) would meet."""
+    settings = Settings(environment="production", admin_token="a1b2c3d4" * 8,
+                        metrics_token="", database_url="sqlite://")
+    assert settings.metrics_token is None
+    assert not may_scrape(settings, "")
