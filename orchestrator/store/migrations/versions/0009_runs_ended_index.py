@@ -2,7 +2,7 @@
 that ended in the last hour, by operator and final state, at every scrape (the failed-
 run rate alert), and must read one hour of runs, not the whole history.
 
-Revision ID: 0013
+Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-25 07:40:00
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0013"
+revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
