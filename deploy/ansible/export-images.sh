@@ -4,6 +4,7 @@
 # open port. Run after scripts/build-images.sh, from anywhere:
 #
 #   deploy/ansible/export-images.sh            # into build/images/
+#   deploy/ansible/export-images.sh tat        # the agent and only these experiments
 #   OUT=/srv/testbed-images TAG=v1 deploy/ansible/export-images.sh
 #
 # Writes one <name>.tar.gz per image (gzip -n: the same image gives the same bytes, so an
@@ -18,7 +19,17 @@ die() { echo "export-images: error: $*" >&2; exit 1; }
 command -v docker >/dev/null 2>&1 || die "docker CLI not found"
 
 images=("testbed/node:$TAG")
-for manifest in "$ROOT"/experiments/*/experiment.yaml; do
+manifests=()
+if [ "$#" -gt 0 ]; then
+    for name in "$@"; do
+        [ -f "$ROOT/experiments/$name/experiment.yaml" ] \
+            || die "unknown experiment '$name' (one of: $(cd "$ROOT/experiments" && ls -d */ | tr -d / | tr '\n' ' '))"
+        manifests+=("$ROOT/experiments/$name/experiment.yaml")
+    done
+else
+    manifests=("$ROOT"/experiments/*/experiment.yaml)
+fi
+for manifest in "${manifests[@]}"; do
     image="$(sed -n -E 's/^image:[[:space:]]*["'\'']?([^"'\''[:space:]#]+)["'\'']?.*$/\1/p' "$manifest" | head -n1)"
     [ -n "$image" ] || die "$manifest has no image: key"
     images+=("$image")
