@@ -200,13 +200,19 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             docker("network", "rm", name, check=False)
 
 
-def _wait_online(api: httpx.Client, node: str, timeout_s: float = 120) -> dict[str, Any]:
+def _wait_online(rig: Rig, node: str, timeout_s: float = 120) -> dict[str, Any]:
     end = time.monotonic() + timeout_s
     while True:
-        body: dict[str, Any] = api.get(f"/api/v1/nodes/{node}").json()
+        body: dict[str, Any] = rig.api.get(f"/api/v1/nodes/{node}").json()
         if body["health"] == "online" and body["interfaces"]:
             return body
-        assert time.monotonic() < end, f"node {node} not online after {timeout_s}s: {body}"
+        if time.monotonic() > end:
+            agent = subprocess.run(
+                ["docker", "exec", rig.containers[node], "docker", "logs", "--tail", "40",
+                 "testbed-agent"], capture_output=True, text=True, check=False)
+            log = (rig.live.root / "orchestrator.log").read_text()[-3000:]
+            raise AssertionError(f"node {node} not online after {timeout_s}s: {body}\n"
+                                 f"agent:\n{agent.stdout}{agent.stderr}\norchestrator:\n{log}")
         time.sleep(1)
 
 
@@ -227,13 +233,15 @@ def test_a_dry_run_with_diff_works_and_changes_nothing(rig: Rig) -> None:
 def test_each_node_holds_its_token_alone(rig: Rig) -> None:
     for name in rig.containers.values():
         assert sh(name, "stat -c '%a %U' /etc/testbed/agent.env").strip() == "600 root"
+        token = sh(name, "cat /etc/testbed/agent.env").strip().removeprefix("TESTBED_NODE_TOKEN=")
+        assert len(token) >= 20
         # The config file that people read holds no token.
-        assert "TOKEN" not in sh(name, "cat /etc/testbed/agent.yaml").upper()
+        assert token not in sh(name, "cat /etc/testbed/agent.yaml")
 
 
 def test_both_nodes_register_with_their_modems_and_data_plans(rig: Rig) -> None:
     for node, modems in MODEMS.items():
-        body = _wait_online(rig.api, node)
+        body = _wait_online(rig, node)
         assert body["country"] == ("SE" if node == "ans-a" else "NO")
         assert body["architecture"] == "amd64"
         seen = {i["name"]: i["mcc_mnc"] for i in body["interfaces"]}
@@ -247,7 +255,7 @@ def test_both_nodes_register_with_their_modems_and_data_plans(rig: Rig) -> None:
 @pytest.mark.parametrize(("node", "interface"), [("ans-a", "eth2"), ("ans-b", "eth1")])
 def test_each_node_measures_and_its_result_is_archived(rig: Rig, node: str,
                                                        interface: str) -> None:
-    _wait_online(rig.api, node)
+    _wait_online(rig, node)
     r = rig.api.post("/api/v1/runs", json={"experiment": "tat", "node": node,
                                             "interface": interface,
                                             "parameters": {"duration_s": 5}})
@@ -280,7 +288,7 @@ def test_upgrade_replaces_the_agent_and_keeps_its_state(rig: Rig) -> None:
     assert sh(name, "docker inspect -f '{{.Id}}' testbed-agent").strip() != before
     assert sh(name, "cat /var/lib/testbed-agent/spool/upgrade-marker").strip() == "kept"
     sh(name, "rm /var/lib/testbed-agent/spool/upgrade-marker")
-    body = _wait_online(rig.api, "ans-a")
+    body = _wait_online(rig, "ans-a")
     assert body["maintenance"] is False  # back in service after the upgrade
 
 
