@@ -8,8 +8,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::decode::{decode, Addr, Packet, ACK, FIN, RST, SYN, TCP};
-use crate::fsum::{fsum, round_half_even};
 use crate::reader::{CaptureError, OpenError, Reader};
+use crate::samples::{DelayStats, Samples};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
@@ -207,7 +207,7 @@ struct Flow {
     stream: Stream,
     high: Option<i64>,
     pending: VecDeque<Pending>,
-    samples: Vec<i64>,
+    samples: Samples,
     data_packets: i64,
     retrans: i64,
     retrans_bytes: i64,
@@ -270,7 +270,7 @@ impl Flow {
             stream: Stream::default(),
             high: None,
             pending: VecDeque::new(),
-            samples: Vec::new(),
+            samples: Samples::default(),
             data_packets: 0,
             retrans: 0,
             retrans_bytes: 0,
@@ -352,7 +352,7 @@ impl Flow {
     }
 
     fn finish(self) -> FlowFigures {
-        let self_delay = delay_stats(&self.samples, self.rtt_ns);
+        let self_delay = self.samples.stats(self.rtt_ns);
         let fct_ns = self.last_data_ns.map(|last| {
             let done = match self.full_ack_ns {
                 Some(full) if full >= last => full,
@@ -380,46 +380,6 @@ impl Flow {
             delivered_bins: self.delivered,
         }
     }
-}
-
-/// The self-inflicted delay's summary, to the bit as the reference computes it
-/// (`statistics.fmean`, `statistics.median`, the p95 index rounded half to even).
-fn delay_stats(samples: &[i64], rtt_ns: Option<i64>) -> Option<DelayStats> {
-    if samples.is_empty() {
-        return None;
-    }
-    let mut delays: Vec<f64> = match rtt_ns {
-        Some(rtt) => {
-            let base = rtt as f64 / 1e9 * 1e9;
-            samples.iter().map(|&s| (s as f64 - base) / 1e9).collect()
-        }
-        None => {
-            let base = *samples.iter().min().expect("not empty");
-            samples.iter().map(|&s| (s - base) as f64 / 1e9).collect()
-        }
-    };
-    delays.sort_by(|x, y| x.partial_cmp(y).expect("finite delays"));
-    let n = delays.len();
-    let median = if n % 2 == 1 {
-        delays[n / 2]
-    } else {
-        (delays[n / 2 - 1] + delays[n / 2]) / 2.0
-    };
-    let p95 = round_half_even(0.95 * (n - 1) as f64) as usize;
-    Some(DelayStats {
-        mean_s: fsum(delays.iter().copied()) / n as f64,
-        median_s: median,
-        p95_s: delays[p95.min(n - 1)],
-        samples: n,
-    })
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DelayStats {
-    pub mean_s: f64,
-    pub median_s: f64,
-    pub p95_s: f64,
-    pub samples: usize,
 }
 
 /// One connection's figures. Times are integer nanoseconds: the caller divides, so its

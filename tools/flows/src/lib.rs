@@ -10,8 +10,8 @@
 //! - the file is read twice, front to back, holding one frame at a time: the first
 //!   pass finds each connection's client, data direction, initial sequence number, first
 //!   data segment and handshake; the second computes the figures that need those. Memory
-//!   is per connection (its bins, its unacknowledged segments and its delay samples),
-//!   never per capture byte.
+//!   is per connection (its bins, its unacknowledged segments and its distinct delay
+//!   samples, see [`samples`]), never per packet of the capture.
 //! - damage is reported exactly as the reference words it, so a note on a bundle reads
 //!   the same whichever path produced it.
 
@@ -19,3 +19,4 @@ pub mod analysis;
 pub mod decode;
 pub mod fsum;
 pub mod reader;
+pub mod samples;
