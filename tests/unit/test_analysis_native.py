@@ -62,7 +62,7 @@ def test_the_recordings_are_the_fixtures_the_reference_is_tested_on() -> None:
 def test_every_recorded_capture_gives_identical_figures(
         name: str, bin_s: float, tmp_path: Path, tool: str) -> None:
     ref, native = _both((FIXTURES / name).read_bytes(), tmp_path, tool, bin_s)
-    assert ref.flows and ref.flows[0].data_packets > 0 or name.startswith("tcp-6mbit-any")
+    assert len(ref.flows) == 2 and ref.flows[0].data_packets > 0  # not a vacuous comparison
     _assert_same(ref, native)
 
 

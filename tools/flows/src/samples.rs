@@ -13,7 +13,9 @@
 use crate::fsum::{fsum, round_half_even};
 use serde::Serialize;
 
-const MIN_BUFFER: usize = 1 << 16;
+/// Samples gathered before a merge: 32 KiB a flow, so that thousands of connections in one
+/// capture stay within tens of megabytes.
+const MIN_BUFFER: usize = 1 << 12;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DelayStats {
