@@ -10,7 +10,7 @@ hostile capture takes down one child process, not an ingest worker. One process 
 Where it is looked for: ``$TESTBED_FLOWS_BIN``, then ``testbed-flows`` on PATH (the
 orchestrator image), then the workspace build (tools/target/release) in a checkout.
 Without it ingest falls back to the pure-Python reference, which gives the same figures
-(tests check that) at a tenth of the speed, and logs that it did.
+(tests check that) at a twentieth of the speed, and logs that it did.
 """
 
 from __future__ import annotations

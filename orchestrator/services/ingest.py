@@ -165,7 +165,7 @@ def _capture_tool() -> str | None:
     tool = flowtool.find_tool()
     if tool is None and not _warned_no_tool:
         log.warning("%s not found (PATH, $%s): captures are analysed by the pure-Python "
-                    "reference, same figures at a tenth of the speed", flowtool.TOOL,
+                    "reference, same figures at a twentieth of the speed", flowtool.TOOL,
                     flowtool.ENV)
         _warned_no_tool = True
     return tool
