@@ -24,6 +24,7 @@ from pathlib import Path
 
 from orchestrator.analysis.capture import CaptureFlows, bin_ns, flows_from_document
 from orchestrator.analysis.flows import DEFAULT_BIN_S
+from orchestrator.errors import Invalid
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,10 @@ ENV = "TESTBED_FLOWS_BIN"
 _CHECKOUT_BUILD = Path(__file__).resolve().parents[2] / "tools/target/release" / TOOL
 
 
-class FlowToolError(RuntimeError):
-    """The tool failed on a file (it could not read it, or crashed)."""
+class FlowToolError(Invalid):
+    """The tool is misconfigured, or failed on a file (could not read it, or crashed):
+    the same bytes would fail again, so the capture gets a note, the rest of its
+    bundle is still written."""
 
 
 def find_tool() -> str | None:

@@ -147,9 +147,14 @@ def _result_files(ctx: Context, bundle: Bundle, spool: Path | None
                 continue
             if spool is not None and _is_capture(name):
                 target = spool / f"capture-{len(captures)}"
-                with target.open("wb") as out:
-                    for chunk in reader.chunks():
-                        out.write(chunk)
+                try:
+                    with target.open("wb") as out:
+                        for chunk in reader.chunks():
+                            out.write(chunk)
+                except OSError as e:  # the temporary disk, not the bundle: say so
+                    notes.append(f"{name}: not analysed, writing it to a temporary file "
+                                 f"failed ({e}); make room and rebuild the run's points")
+                    continue
                 captures[name] = target
                 continue
             files[name] = b"".join(reader.chunks())

@@ -17,8 +17,8 @@ from typing import Any
 
 from orchestrator.analysis.capture import CaptureFlows, reference_flows
 from orchestrator.analysis.flows import FlowStats
-from orchestrator.analysis.pcap import CaptureError
 from orchestrator.analysis.policing import MIN_BINS, classify_policing
+from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from testbed_common.untrusted import load_json, load_json_lines
 
@@ -320,7 +320,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
                 if isinstance(doc, dict) and doc.get("format") == "testbed.tat":
                     out.points.extend(tat_points(doc, ctx))
-        except (CaptureError, ValueError, KeyError, TypeError) as e:
+        except (Invalid, ValueError, KeyError, TypeError) as e:  # Invalid: CaptureError too
             out.notes.append(f"{name}: not turned into points: {e}")
     return out
 

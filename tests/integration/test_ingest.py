@@ -280,3 +280,22 @@ def test_a_bundles_capture_is_analysed_by_the_compiled_tool(
     assert rows[0]["direction"] == "uplink"  # the sender's capture of an iperf3 upload
     note = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()["ingest_note"]
     assert f"results/capture.pcap: {reference.damage}" in note
+
+
+def test_a_tool_failing_on_a_capture_costs_that_capture_only(
+    api_influx: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """testbed-flows exiting non-zero (here /bin/false in its place) leaves a note on
+    the capture; the run's other points are written all the same."""
+    monkeypatch.setenv(flowtool.ENV, "/bin/false")
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.timeseries is not None
+    ctx.timeseries.create_database()  # type: ignore[attr-defined]
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run_id = _upload_run(api, token, tmp_path,
+                         capture=(FIXTURES / "tcp-6mbit-rx.pcap").read_bytes())
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
+    assert _count(ctx, run_id) == BINS
+    note = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()["ingest_note"]
+    assert "results/capture.pcap: not turned into points: testbed-flows failed" in note
