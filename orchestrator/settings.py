@@ -83,10 +83,12 @@ class UploadSettings(BaseModel):
     #: ~25 times its size in memory; the testbed's largest (an hour of iperf3 intervals)
     #: is ~8 MB. A larger file stays in the archive, unparsed, with a note on the run.
     max_result_json_bytes: int = Field(16 * 1024**2, gt=0)
-    #: A capture (pcap/pcapng) that ingest analyses into flow points, bytes; analysis
-    #: holds the capture and its packets in memory. A larger one stays in the archive,
-    #: unanalysed, with a note on the run. 128 MiB is a header-only capture of about an
-    #: hour at 20 Mbit/s.
+    #: A capture (pcap/pcapng) that ingest analyses into flow points, bytes. It is spooled
+    #: to a temporary file and streamed by testbed-flows (tens of MB whatever its size),
+    #: so this bounds temporary disk and time; only the Python fallback, where the tool
+    #: is missing, holds the capture and its packets in memory. A larger one stays in the
+    #: archive, unanalysed, with a note on the run. 128 MiB is a header-only capture of
+    #: about an hour at 20 Mbit/s.
     max_ingest_capture_bytes: int = Field(128 * 1024**2, gt=0)
     #: An unfinished upload with no chunk for this long is dropped, seconds; its agent,
     #: should it come back, resends from offset 0. 3 days: a node off over a weekend

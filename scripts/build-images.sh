@@ -126,15 +126,15 @@ stage_native_tools() {  # build the Rust tools once and stage them for COPY buil
     command -v cargo >/dev/null \
         || die "cargo is missing: the native tools (tools/) need a Rust toolchain (https://rustup.rs)"
     local log="$LOGS/cargo.log"
-    (cd tools && cargo build --release -p abw -p linkem) >"$log" 2>&1 \
+    (cd tools && cargo build --release -p abw -p linkem -p flows) >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; die "building the native tools failed (log: $log)"; }
     mkdir -p "$BIN"
     # Binaries are linked against the host's glibc; the images are Debian bookworm too.
-    for tool in abw linkem; do
+    for tool in abw linkem testbed-flows; do
         cmp -s "tools/target/release/$tool" "$BIN/$tool" || cp "tools/target/release/$tool" "$BIN/$tool"
     done
     staged_tools=1
-    echo "native tools $BIN: abw, linkem"
+    echo "native tools $BIN: abw, linkem, testbed-flows"
 }
 
 # ---- images ------------------------------------------------------------------------
@@ -166,6 +166,7 @@ if wanted orchestrator || wanted node; then
 fi
 if wanted orchestrator; then
     stage_catalogue
+    stage_native_tools  # testbed-flows: ingest's compiled capture analysis
     build_image "testbed/orchestrator:$TAG" orchestrator/Dockerfile .
 fi
 if wanted node; then

@@ -17,14 +17,20 @@ time-of-day views show it as the campaign meant it; at ``time_scale`` 1 nothing 
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import partial
+from pathlib import Path
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from orchestrator.analysis.capture import CaptureFlows
 from orchestrator.errors import Invalid
 from orchestrator.scheduling.recurrence import TimeScale
+from orchestrator.services import flowtool
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
@@ -110,12 +116,20 @@ def shifted(points: list[Point], offset: timedelta) -> list[Point]:
     return points if ns == 0 else [replace(p, time_ns=p.time_ns + ns) for p in points]
 
 
-def _result_files(ctx: Context, bundle: Bundle) -> tuple[dict[str, bytes], list[str]]:
+def _is_capture(name: str) -> bool:
+    return name.endswith((".pcap", ".pcapng"))
+
+
+def _result_files(ctx: Context, bundle: Bundle, spool: Path | None
+                  ) -> tuple[dict[str, bytes], dict[str, Path], list[str]]:
     """The members ingest turns into points, streamed out of the archived bundle, and
-    notes on those left unread: each is read whole only under its cap (JSON files
-    under ``max_result_json_bytes``, captures under ``max_ingest_capture_bytes``)."""
+    notes on those left unread: each is taken only under its cap (JSON files under
+    ``max_result_json_bytes``, captures under ``max_ingest_capture_bytes``). With a
+    ``spool`` folder captures are written there, chunk by chunk, for the compiled
+    analysis (which streams them from disk); without one they are read into memory."""
     caps = ctx.settings.uploads
     files: dict[str, bytes] = {}
+    captures: dict[str, Path] = {}
     notes: list[str] = []
     path = ctx.archive.absolute(bundle.path)
     with path.open("rb") as raw, open_decompressed(raw) as stream:
@@ -125,14 +139,41 @@ def _result_files(ctx: Context, bundle: Bundle) -> tuple[dict[str, bytes], list[
             if not member.isfile or not (name.startswith(RESULT_PREFIX)
                                          or name in METADATA_FILES):
                 continue
-            cap = (caps.max_ingest_capture_bytes if name.endswith((".pcap", ".pcapng"))
+            cap = (caps.max_ingest_capture_bytes if _is_capture(name)
                    else caps.max_result_json_bytes)
             if member.size > cap:
                 notes.append(f"{name}: {member.size} bytes, over the {cap}-byte cap for "
                              "ingest; archived but not turned into points")
                 continue
+            if spool is not None and _is_capture(name):
+                target = spool / f"capture-{len(captures)}"
+                try:
+                    with target.open("wb") as out:
+                        for chunk in reader.chunks():
+                            out.write(chunk)
+                except OSError as e:  # the temporary disk, not the bundle: say so
+                    notes.append(f"{name}: not analysed, writing it to a temporary file "
+                                 f"failed ({e}); make room and rebuild the run's points")
+                    continue
+                captures[name] = target
+                continue
             files[name] = b"".join(reader.chunks())
-    return files, notes
+    return files, captures, notes
+
+
+_warned_no_tool = False
+
+
+def _capture_tool() -> str | None:
+    """The compiled analysis, or None (the reference then runs, said once in the log)."""
+    global _warned_no_tool
+    tool = flowtool.find_tool()
+    if tool is None and not _warned_no_tool:
+        log.warning("%s not found (PATH, $%s): captures are analysed by the pure-Python "
+                    "reference, same figures at a twentieth of the speed", flowtool.TOOL,
+                    flowtool.ENV)
+        _warned_no_tool = True
+    return tool
 
 
 def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
@@ -140,9 +181,15 @@ def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
     a bundle that breaks conversion is written with no points and the reason in its
     note, so that it is not retried forever ahead of every run after it."""
     try:
-        files, skipped = _result_files(ctx, bundle)
-        built = bundle_points(files, run,
-                              max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
+        tool = _capture_tool()
+        with tempfile.TemporaryDirectory(prefix="ingest-") as spool:
+            files, spooled, skipped = _result_files(
+                ctx, bundle, Path(spool) if tool is not None else None)
+            captures: dict[str, Callable[[], CaptureFlows]] = {
+                name: partial(flowtool.analyse_file, path, tool=tool)
+                for name, path in spooled.items() if tool is not None}
+            built = bundle_points(files, run, captures=captures,
+                                  max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
     except (BundleError, OSError) as e:  # archived, so inspected: damaged since
         return BundlePoints(points=[], notes=[f"bundle unreadable: {e}"])
     except Exception as e:  # a defect in conversion: logged with its trace, run noted

@@ -10,14 +10,15 @@ operator_name, interface, rat, experiment, campaign, run, session; results add
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from orchestrator.analysis.flows import FlowStats, analyse_capture
-from orchestrator.analysis.pcap import CaptureError, read_capture
+from orchestrator.analysis.capture import CaptureFlows, reference_flows
+from orchestrator.analysis.flows import FlowStats
 from orchestrator.analysis.policing import MIN_BINS, classify_policing
+from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from testbed_common.untrusted import load_json, load_json_lines
 
@@ -274,7 +275,9 @@ class BundlePoints:
 
 
 def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
-                  max_json_bytes: int = 16 * 1024**2) -> BundlePoints:
+                  max_json_bytes: int = 16 * 1024**2,
+                  captures: Mapping[str, Callable[[], CaptureFlows]] | None = None,
+                  ) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
     ``*.json`` with format ``testbed.tat``: :func:`tat_points`; ``meta/modem.jsonl``:
@@ -282,22 +285,28 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
     :func:`system_points`; other ``*.jsonl``,
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
     damaged capture gives the flows before the damage, and a note). Files of other
-    kinds are left alone. The ingest service and a rebuild from the archive both call
-    this, so they write the same points. JSON goes through the bounded loader: a file
+    kinds are left alone. ``captures`` are members analysed elsewhere (ingest spools
+    them to disk for the compiled tool, :mod:`orchestrator.services.flowtool`): name ->
+    a call giving their flows, made here so that their notes read as the others'. The
+    ingest service and a rebuild from the archive both call this, so they write the
+    same points. JSON goes through the bounded loader: a file
     over ``max_json_bytes`` or nested too deep gives a note, never an exception.
     """
     out = BundlePoints(points=[])
     if MODEM_FILE not in files:
         out.notes.append(f"{MODEM_FILE}: absent; the run has no modem metadata (signal, "
                          "cell, band unknown)")
-    for name, data in sorted(files.items()):
+    analysed = dict(captures or {})
+    for name in sorted({*files, *analysed}):
         try:
-            if name.endswith((".pcap", ".pcapng")):
-                capture = read_capture(data, strict=False)
-                if capture.damage is not None:
-                    out.notes.append(f"{name}: {capture.damage}")
-                out.points.extend(flow_points(analyse_capture(capture.packets), ctx))
-            elif name.endswith(".jsonl"):
+            if name in analysed or name.endswith((".pcap", ".pcapng")):
+                got = analysed[name]() if name in analysed else reference_flows(files[name])
+                if got.damage is not None:
+                    out.notes.append(f"{name}: {got.damage}")
+                out.points.extend(flow_points(got.flows, ctx))
+                continue
+            data = files[name]
+            if name.endswith(".jsonl"):
                 records = load_json_lines(data, what=name, max_bytes=max_json_bytes)
                 if name == MODEM_FILE:
                     out.points.extend(modem_points(records, ctx))
@@ -311,7 +320,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
                 if isinstance(doc, dict) and doc.get("format") == "testbed.tat":
                     out.points.extend(tat_points(doc, ctx))
-        except (CaptureError, ValueError, KeyError, TypeError) as e:
+        except (Invalid, ValueError, KeyError, TypeError) as e:  # Invalid: CaptureError too
             out.notes.append(f"{name}: not turned into points: {e}")
     return out
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from node_agent.backstop import parse_quota, quota_name
+from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_connections
 from orchestrator.analysis.packets import Packet
 from orchestrator.analysis.pcap import read_capture
@@ -73,7 +74,8 @@ def test_tat_measures_the_operator_link(
         samples = [json.loads(line) for line in modem.read().splitlines() if line.strip()]
         pcap = tar.extractfile(f"results/capture/{interface}.pcap")
         assert pcap is not None
-        capture = read_capture(pcap.read())
+        capture_bytes = pcap.read()
+        capture = read_capture(capture_bytes)
         server_pcap = tar.extractfile(f"server/capture/{interface}.pcap")
         server_meta = tar.extractfile("meta/server-capture.json")
         run_meta = tar.extractfile("meta/run.json")
@@ -99,6 +101,19 @@ def test_tat_measures_the_operator_link(
     assert abs(server_flows[0].delivered_bytes - result["bytes"]) / result["bytes"] < 0.02
     assert all(9010 not in (f.connection.server.port, f.connection.client.port)
                for f in analyse_capture(server_capture.packets))  # not the fetch's own
+    # Ingest analysed the node's capture inside the orchestrator with the compiled tool
+    # (in its image, not the Python fallback): its flows points carry the figures the
+    # reference gives on the same bytes.
+    subprocess.run(["docker", "exec", "testbed-orchestrator", "testbed-flows", "--help"],
+                   check=True, capture_output=True)
+    expected = sorted((f.payload_bytes, f.fct_s, f.rtt_3whs_s, f.retrans_pct)
+                      for f in reference_flows(capture_bytes).flows)
+    query = ("SELECT payload_bytes, fct_s, rtt_3whs_s, retrans_pct FROM flows "
+             f"WHERE run = '{run_id}'")
+    end = time.monotonic() + 60
+    while len(rows := fleet.influx(query)) < len(expected) and time.monotonic() < end:
+        time.sleep(1)
+    assert sorted((int(r[1]), r[2], r[3], r[4]) for r in rows) == expected, rows
 
 
 def test_killed_agent_fails_its_run_with_a_reason_in_bounded_time(fleet: Fleet) -> None:

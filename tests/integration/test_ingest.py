@@ -17,17 +17,20 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator.analysis.capture import CaptureFlows, reference_flows
 from orchestrator.api.app import create_app
+from orchestrator.services import flowtool
 from orchestrator.services.context import Context
 from orchestrator.services.ingest import ingest_pending, reset_ingest
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
-from tests.conftest import ManualClock
+from tests.conftest import ManualClock, require
 from tests.integration import influxd
 from tests.integration.conftest import Api, make_settings
 from tests.recorded import tat_result
 
 BINS = 31  # 100 ms receiver bins in the recorded 3 s transfer
+FIXTURES = Path(__file__).parents[1] / "unit" / "fixtures"
 
 pytestmark = pytest.mark.requires(influxd.available())
 
@@ -54,8 +57,10 @@ def _tat(start: str) -> dict[str, Any]:
     return {**tat_result(server="172.30.1.10"), "start": start}
 
 
-def _upload_run(api: Api, token: str, tmp: Path, *, system: bool = False) -> str:
-    """A tat run's bundle, without modem metadata (and with a system sample if asked)."""
+def _upload_run(api: Api, token: str, tmp: Path, *, system: bool = False,
+                capture: bytes | None = None) -> str:
+    """A tat run's bundle, without modem metadata (and with a system sample or a
+    packet capture if asked)."""
     run = api.submit("se-01", duration_s=5)
     api.heartbeat(token)
     for state in ("running", "uploading"):
@@ -64,6 +69,8 @@ def _upload_run(api: Api, token: str, tmp: Path, *, system: bool = False) -> str
     (root / "results").mkdir(parents=True)
     (root / "results" / "tat.json").write_text(
         json.dumps(_tat(api.clock.now().isoformat())))
+    if capture is not None:
+        (root / "results" / "capture.pcap").write_bytes(capture)
     if system:
         (root / "meta").mkdir()
         (root / "meta" / "system.jsonl").write_text(json.dumps(
@@ -222,3 +229,73 @@ def test_clean_rebuild_replaces_an_older_conversion_and_keeps_live_series(
     assert stale == []
     live = ctx.timeseries.query("SELECT count(cpu_pct) FROM system WHERE node = 'se-01'")
     assert live[0].values[0][1] == 1
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["testbed-flows", "fallback"])
+def test_a_bundles_capture_is_analysed_by_the_compiled_tool(
+    api_influx: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    """Ingest spools the capture out of the archived bundle and runs testbed-flows on
+    it; the flows points in InfluxDB carry the reference's figures, and a capture cut
+    short gives its flows before the damage and the same note the reference words.
+    Without the tool (a checkout never built) the Python reference writes the same."""
+    if compiled:
+        require(flowtool.find_tool() is not None,
+                "needs testbed-flows (cd tools && cargo build --release -p flows)")
+    else:
+        monkeypatch.setattr(flowtool, "find_tool", lambda: None)
+    from orchestrator.timeseries.influx import InfluxClient
+
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert isinstance(ctx.timeseries, InfluxClient)
+    ctx.timeseries.create_database()
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    calls: list[Path] = []
+    real = flowtool.analyse_file
+
+    def spy(path: Path, *, tool: str, bin_s: float = 0.1) -> CaptureFlows:
+        calls.append(path)
+        return real(path, tool=tool, bin_s=bin_s)
+
+    monkeypatch.setattr(flowtool, "analyse_file", spy)
+    capture = (FIXTURES / "tcp-6mbit-tx.pcap").read_bytes()[:-50]
+    run_id = _upload_run(api, token, tmp_path, capture=capture)
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
+    if compiled:
+        assert len(calls) == 1 and not calls[0].exists()  # spooled, and cleaned up after
+    else:
+        assert calls == []
+
+    reference = reference_flows(capture)
+    assert reference.damage is not None and len(reference.flows) == 2
+    rows = sorted(({**r, "direction": s.tags["direction"]} for s in ctx.timeseries.query(
+        f"SELECT * FROM flows WHERE run = '{run_id}' GROUP BY direction") for r in s.rows()),
+        key=lambda r: -r["payload_bytes"])
+    assert [(r["time"], r["direction"], r["payload_bytes"], r["fct_s"], r["rtt_3whs_s"],
+             r["retrans_pct"], r["dupack_pct"], r["self_delay_s"]) for r in rows] == [
+        (f.start_ns, "uplink" if f.data_from_client else "downlink", f.payload_bytes,
+         f.fct_s, f.rtt_3whs_s, f.retrans_pct, f.dupack_pct,
+         f.self_delay.mean_s if f.self_delay else None) for f in reference.flows]
+    assert rows[0]["direction"] == "uplink"  # the sender's capture of an iperf3 upload
+    note = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()["ingest_note"]
+    assert f"results/capture.pcap: {reference.damage}" in note
+
+
+def test_a_tool_failing_on_a_capture_costs_that_capture_only(
+    api_influx: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """testbed-flows exiting non-zero (here /bin/false in its place) leaves a note on
+    the capture; the run's other points are written all the same."""
+    monkeypatch.setenv(flowtool.ENV, "/bin/false")
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.timeseries is not None
+    ctx.timeseries.create_database()  # type: ignore[attr-defined]
+    token = api.add_node("se-01", [("op0", "240-01", "Telia")])
+    run_id = _upload_run(api, token, tmp_path,
+                         capture=(FIXTURES / "tcp-6mbit-rx.pcap").read_bytes())
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
+    assert _count(ctx, run_id) == BINS
+    note = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()["ingest_note"]
+    assert "results/capture.pcap: not turned into points: testbed-flows failed" in note

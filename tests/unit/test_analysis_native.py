@@ -1,0 +1,191 @@
+"""The compiled per-flow analysis (tools/flows, ``testbed-flows``) gives exactly the
+reference's figures: every bin, RTT, count, delay statistic and damage note, on every
+recorded capture, on those captures re-framed as other link types and formats, cut
+short or damaged, and on synthetic captures covering what the recordings do not
+(sequence wrap, Karn, IPv6, several connections). The reference is the pure-Python
+path (read_capture + analyse_capture), kept as it was.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis.capture import CaptureFlows, reference_flows
+from orchestrator.analysis.packets import ACK, FIN, LINKTYPE_LINUX_SLL, LINKTYPE_RAW, SYN
+from orchestrator.analysis.pcap import CaptureError, iter_frames
+from orchestrator.services.flowtool import analyse_file, find_tool
+from tests.conftest import require
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RECORDED = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+
+
+@pytest.fixture(scope="module")
+def tool() -> str:
+    found = find_tool()
+    require(found is not None, "needs testbed-flows (cd tools && cargo build --release -p "
+                               "flows, or $TESTBED_FLOWS_BIN)")
+    assert found is not None
+    return found
+
+
+def _both(data: bytes, tmp: Path, tool: str, bin_s: float = 0.1
+          ) -> tuple[CaptureFlows, CaptureFlows]:
+    path = tmp / "capture"
+    path.write_bytes(data)
+    return reference_flows(data, bin_s=bin_s), analyse_file(path, tool=tool, bin_s=bin_s)
+
+
+def _assert_same(ref: CaptureFlows, native: CaptureFlows) -> None:
+    assert native.frames == ref.frames and native.undecoded == ref.undecoded
+    assert [f.connection for f in native.flows] == [f.connection for f in ref.flows]
+    for a, b in zip(native.flows, ref.flows, strict=True):
+        assert a.arrival_bins == b.arrival_bins and a.delivered_bins == b.delivered_bins
+        assert a == b  # every field: RTT, counts, delay stats, FCT, t0 (floats to the bit)
+    assert (str(native.damage), getattr(native.damage, "offset", None),
+            getattr(native.damage, "packets_read", None)) == \
+        (str(ref.damage), getattr(ref.damage, "offset", None),
+         getattr(ref.damage, "packets_read", None))
+
+
+def test_the_recordings_are_the_fixtures_the_reference_is_tested_on() -> None:
+    assert RECORDED == ["tcp-6mbit-any.pcap", "tcp-6mbit-any.pcapng", "tcp-6mbit-rx.pcap",
+                        "tcp-6mbit-tx.pcap"]
+
+
+@pytest.mark.parametrize("name", RECORDED)
+@pytest.mark.parametrize("bin_s", [0.1, 0.05, 1.0])
+def test_every_recorded_capture_gives_identical_figures(
+        name: str, bin_s: float, tmp_path: Path, tool: str) -> None:
+    ref, native = _both((FIXTURES / name).read_bytes(), tmp_path, tool, bin_s)
+    assert len(ref.flows) == 2 and ref.flows[0].data_packets > 0  # not a vacuous comparison
+    _assert_same(ref, native)
+
+
+def _rewrite(data: bytes, *, linktype: int, link: bytes, big_endian_ns: bool) -> bytes:
+    """The Ethernet capture with each frame's 14-byte header replaced by ``link``."""
+    magic, order = (0xA1B23C4D, ">") if big_endian_ns else (0xA1B2C3D4, "<")
+    out = bytearray(struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, 96, linktype))
+    for f in iter_frames(data):
+        frame = link + data[f.start + 14 : f.start + f.caplen]
+        frac = (f.ts_ns % 10**9) // (1 if big_endian_ns else 1000)
+        out += struct.pack(order + "IIII", f.ts_ns // 10**9, frac, len(frame),
+                           f.orig_len - 14 + len(link))
+        out += frame
+    return bytes(out)
+
+
+@pytest.mark.parametrize(("linktype", "link", "big_endian"), [
+    (LINKTYPE_RAW, b"", False),
+    (LINKTYPE_RAW, b"", True),
+    (LINKTYPE_LINUX_SLL, b"\x00\x00\x00\x01\x00\x06" + bytes(8) + b"\x08\x00", False),
+])
+def test_other_link_layers_and_byte_orders(linktype: int, link: bytes, big_endian: bool,
+                                           tmp_path: Path, tool: str) -> None:
+    data = _rewrite((FIXTURES / "tcp-6mbit-tx.pcap").read_bytes(), linktype=linktype,
+                    link=link, big_endian_ns=big_endian)
+    _assert_same(*_both(data, tmp_path, tool))
+
+
+def _damaged() -> Iterator[tuple[str, bytes]]:
+    rx = (FIXTURES / "tcp-6mbit-rx.pcap").read_bytes()
+    ng = (FIXTURES / "tcp-6mbit-any.pcapng").read_bytes()
+    yield "pcap cut in a record", rx[:-50]
+    yield "pcap cut in a record header", rx[: 24 + 16 * 3 + sum(
+        f.caplen for f in list(iter_frames(rx))[:3]) + 7]
+    yield "pcap file header cut", rx[:10]
+    bad = bytearray(rx)
+    tenth = list(iter_frames(rx))[9]
+    bad[tenth.start - 8 : tenth.start - 4] = struct.pack("<I", 5_000_000)
+    yield "pcap record claiming 5 MB", bytes(bad)
+    yield "pcapng cut in a block", ng[:-10]
+    bad = bytearray(ng)
+    block = list(iter_frames(ng))[99].start - 28
+    bad[block + 4 : block + 8] = struct.pack("<I", 13)
+    yield "pcapng block length not a multiple of 4", bytes(bad)
+    bad = bytearray(ng)
+    bad[block + 8 : block + 12] = struct.pack("<I", 7)
+    yield "pcapng packet naming a missing interface", bytes(bad)
+
+
+@pytest.mark.parametrize(("what", "data"), list(_damaged()), ids=[w for w, _ in _damaged()])
+def test_damaged_captures_keep_the_same_flows_and_the_same_note(
+        what: str, data: bytes, tmp_path: Path, tool: str) -> None:
+    ref, native = _both(data, tmp_path, tool)
+    assert ref.damage is not None, what
+    _assert_same(ref, native)
+
+
+@pytest.mark.parametrize("data", [b"", b"GIF89a", b"\x0a\x0d"])
+def test_not_a_capture_raises_the_same_error(data: bytes, tmp_path: Path, tool: str) -> None:
+    path = tmp_path / "capture"
+    path.write_bytes(data)
+    with pytest.raises(CaptureError) as ref:
+        reference_flows(data)
+    with pytest.raises(CaptureError) as native:
+        analyse_file(path, tool=tool)
+    assert str(native.value) == str(ref.value)
+
+
+def _tcp(t_ms: float, src: bytes, dst: bytes, sport: int, dport: int, *, seq: int,
+         ack: int = 0, payload: int = 0, flags: int = ACK, window: int = 100) -> bytes:
+    """A raw-IP pcap record (IPv4 or IPv6 by address length), headers only."""
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq % 2**32, ack % 2**32, 5 << 4, flags,
+                      window, 0, 0)
+    if len(src) == 4:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + payload, 0, 0, 64, 6, 0, src, dst)
+    else:
+        ip = struct.pack("!IHBB16s16s", 6 << 28, 20 + payload, 6, 64, src, dst)
+    frame = ip + tcp
+    ts = round(t_ms * 1e6)
+    return struct.pack("<IIII", ts // 10**9, ts % 10**9 // 1000, len(frame),
+                       len(frame) + payload) + frame
+
+
+def _synthetic() -> bytes:
+    """Two interleaved connections, one over IPv6 with its stream wrapping past 2^32,
+    with a lost segment, its retransmission, duplicate ACKs, a reordered segment and
+    a FIN; and a connection whose handshake was not captured."""
+    a4, b4 = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    a6, b6 = bytes(15) + b"\x01", bytes(15) + b"\x02"
+    isn, peer = 2**32 - 3000, 7
+    out = [_tcp(0, a6, b6, 40000, 80, seq=isn, flags=SYN),
+           _tcp(0.5, b4, a4, 5201, 50000, seq=900, payload=1000),  # mid-stream flow
+           _tcp(10, b6, a6, 80, 40000, seq=peer, ack=isn + 1, flags=SYN | ACK),
+           _tcp(20, a6, b6, 40000, 80, seq=isn + 1, ack=peer + 1)]
+    t, seq = 30.0, isn + 1
+    for i in range(60):
+        if i != 17:  # lost downstream
+            out.append(_tcp(t, a6, b6, 40000, 80, seq=seq, ack=peer + 1, payload=1000))
+        if i % 3 == 2:
+            acked = min(seq + 1000, isn + 1 + 17 * 1000) if i >= 17 else seq + 1000
+            out.append(_tcp(t + 25, b6, a6, 80, 40000, seq=peer + 1, ack=acked))
+            if i > 20 and i < 30:
+                out.append(_tcp(t + 26, b6, a6, 80, 40000, seq=peer + 1, ack=acked))
+        if i == 30:
+            out.append(_tcp(t + 1, a6, b6, 40000, 80, seq=isn + 1 + 17000, ack=peer + 1,
+                            payload=1000))
+        out.append(_tcp(t + 2, b4, a4, 5201, 50000, seq=1900 + i * 500, payload=500))
+        t += 7.5
+        seq += 1000
+    out.append(_tcp(t + 40, b6, a6, 80, 40000, seq=peer + 1, ack=seq))
+    out.append(_tcp(t + 50, a6, b6, 40000, 80, seq=seq, ack=peer + 1, flags=FIN | ACK))
+    out.append(_tcp(t + 60, a4, b4, 50000, 5201, seq=1, ack=1900 + 60 * 500))
+    header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 96, LINKTYPE_RAW)
+    return header + b"".join(out)
+
+
+@pytest.mark.parametrize("bin_s", [0.1, 0.01])
+def test_synthetic_wrap_loss_reordering_and_ipv6(bin_s: float, tmp_path: Path,
+                                                  tool: str) -> None:
+    ref, native = _both(_synthetic(), tmp_path, tool, bin_s)
+    assert len(ref.flows) == 2
+    main = ref.flows[0]
+    assert main.retrans_packets >= 1 and main.dupacks >= 1 and main.rtt_3whs_s is not None
+    assert main.self_delay is not None and main.fct_s is not None
+    assert ref.flows[1].rtt_3whs_s is None
+    _assert_same(ref, native)

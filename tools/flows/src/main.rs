@@ -1,0 +1,66 @@
+//! `testbed-flows [--bin-ns N] CAPTURE`: the per-TCP-flow figures of a pcap or pcapng
+//! file as one JSON document on stdout (see `flows::analysis::CaptureFigures`). The
+//! orchestrator's ingest runs it and turns the document into its `FlowStats`.
+//!
+//! Exit status 0 with the document (a damaged capture gives the flows before the damage
+//! and a `damage` member); 0 with `{"error": ...}` when the file is not a capture at
+//! all; 2 on a usage error; 1 when the file cannot be read.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use flows::analysis::analyse_file;
+use flows::reader::OpenError;
+
+const USAGE: &str = "usage: testbed-flows [--bin-ns NANOSECONDS] CAPTURE.pcap|CAPTURE.pcapng";
+
+fn main() -> ExitCode {
+    let mut bin_ns: i64 = 100_000_000;
+    let mut path: Option<PathBuf> = None;
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("--bin-ns") => match args.next().and_then(|v| v.to_str()?.parse().ok()) {
+                Some(n) if n > 0 => bin_ns = n,
+                _ => return usage("--bin-ns needs a positive whole number of nanoseconds"),
+            },
+            Some("-h" | "--help") => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            _ if path.is_none() => path = Some(PathBuf::from(arg)),
+            _ => return usage("one capture file at a time"),
+        }
+    }
+    let Some(path) = path else {
+        return usage("no capture file given");
+    };
+    let doc = match analyse_file(&path, bin_ns) {
+        Ok(figures) => serde_json::to_vec(&figures),
+        Err(OpenError::NotACapture(e)) => serde_json::to_vec(&serde_json::json!({
+            "error": e.message, "offset": e.offset, "packets_read": e.packets_read,
+        })),
+        Err(OpenError::Io(e)) => {
+            eprintln!("testbed-flows: cannot read {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match doc.map(|d| out.write_all(&d).and_then(|()| out.write_all(b"\n"))) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("testbed-flows: writing the result: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("testbed-flows: encoding the result: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn usage(why: &str) -> ExitCode {
+    eprintln!("testbed-flows: {why}\n{USAGE}");
+    ExitCode::from(2)
+}
