@@ -16,7 +16,8 @@
 # (build/wheels), because containers here cannot reach PyPI; third-party wheels and the
 # project's own wheel are separate layers, so a code change rebuilds in seconds.
 #
-# Environment: TAG (default dev), PYTHON (default .venv/bin/python, else python3; must be
+# Environment: TAG (default dev), BUILD_JOBS (images built at once after the first,
+# default 3), PYTHON (default .venv/bin/python, else python3; must be
 # the same minor version as Debian bookworm's python3, 3.11), VERBOSE=1 for full logs.
 set -euo pipefail
 
@@ -111,13 +112,21 @@ PY
         done
         echo "$stamp" >"$DEPS/.stamp"
     fi
-    # The project's wheel, every time (seconds). Stale setuptools output in build/ would
-    # leak deleted modules into the wheel, so it goes first.
-    rm -rf build/lib build/bdist.* "$APP"
-    mkdir -p "$APP"
-    "$PYTHON" -m pip wheel --no-deps --no-index --find-links "$DEPS" --wheel-dir "$APP" . \
-        >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "building the mbb-testbed wheel failed (log: $log)"; }
-    rm -rf build/lib build/bdist.*
+    # The project's wheel, when its sources changed: pip takes 5-10 s on a loaded
+    # machine, every second of a warm `scripts/up`. The stamp is every file the wheel
+    # is made of (its packages and pyproject.toml), contents and names.
+    stamp="$( { find orchestrator node-image/node_agent common/testbed_common -type f \
+                  ! -path '*/__pycache__/*' ! -name '*.pyc' -print0; printf 'pyproject.toml\0'; } \
+              | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+    if [ "$(cat "$APP/.stamp" 2>/dev/null)" != "$stamp" ] || ! ls "$APP"/*.whl >/dev/null 2>&1; then
+        # Stale setuptools output in build/ would leak deleted modules into the wheel.
+        rm -rf build/lib build/bdist.* "$APP"
+        mkdir -p "$APP"
+        "$PYTHON" -m pip wheel --no-deps --no-index --find-links "$DEPS" --wheel-dir "$APP" . \
+            >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "building the mbb-testbed wheel failed (log: $log)"; }
+        rm -rf build/lib build/bdist.*
+        echo "$stamp" >"$APP/.stamp"
+    fi
     phase_end "wheelhouse" "$WHEELS: $(ls "$DEPS"/*.whl | wc -l) dependency wheels + $(basename "$APP"/*.whl)"
 }
 
@@ -219,11 +228,27 @@ done
 [ "${#later[@]}" -eq 0 ] || start_native_tools
 [ "$wheels" = 0 ] || build_wheelhouse
 wanted orchestrator && stage_catalogue
+run_builds() {  # run_builds ENTRY...: build these images, up to BUILD_JOBS at once
+    local pids=() b tag dockerfile context
+    for b in "$@"; do
+        IFS='|' read -r tag dockerfile context <<<"$b"
+        build_image "$tag" "$dockerfile" "$context" &
+        pids+=("$!")
+        if [ "${#pids[@]}" -ge "$BUILD_JOBS" ]; then
+            wait "${pids[0]}" || die "an image failed to build (see above)"
+            pids=("${pids[@]:1}")
+        fi
+    done
+    for b in "${pids[@]}"; do wait "$b" || die "an image failed to build (see above)"; done
+}
 wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
-for b in "${first[@]}" "${later[@]}"; do
-    IFS='|' read -r tag dockerfile context <<<"$b"
-    ! needs_tools "$dockerfile" || native_tools
-    build_image "$tag" "$dockerfile" "$context"
-done
+# The first image alone (it lays down the shared layers, which the others then find in
+# the cache rather than building them at the same time), then the rest a few at a time:
+# a cached build is mostly waiting on the daemon, and a fresh one on the disk and the
+# mirror. BUILD_JOBS=1 builds one after another.
+BUILD_JOBS="${BUILD_JOBS:-3}"
+[ "${#first[@]}" -eq 0 ] || run_builds "${first[0]}"
+[ "${#first[@]}" -le 1 ] || run_builds "${first[@]:1}"
+[ "${#later[@]}" -eq 0 ] || { native_tools; run_builds "${later[@]}"; }
 [ -z "$tools_pid" ] || native_tools
 phase_summary
