@@ -228,10 +228,12 @@ done
 [ "${#later[@]}" -eq 0 ] || start_native_tools
 [ "$wheels" = 0 ] || build_wheelhouse
 wanted orchestrator && stage_catalogue
-run_builds() {  # run_builds ENTRY...: build these images, up to BUILD_JOBS at once
+run_builds() {  # run_builds ENTRY...: build these images, up to BUILD_JOBS at once; one
+    # that copies the Rust tools starts once cargo is done (the others go on meanwhile)
     local pids=() b tag dockerfile context
     for b in "$@"; do
         IFS='|' read -r tag dockerfile context <<<"$b"
+        ! needs_tools "$dockerfile" || native_tools
         build_image "$tag" "$dockerfile" "$context" &
         pids+=("$!")
         if [ "${#pids[@]}" -ge "$BUILD_JOBS" ]; then
@@ -247,8 +249,8 @@ wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
 # a cached build is mostly waiting on the daemon, and a fresh one on the disk and the
 # mirror. BUILD_JOBS=1 builds one after another.
 BUILD_JOBS="${BUILD_JOBS:-3}"
-[ "${#first[@]}" -eq 0 ] || run_builds "${first[0]}"
-[ "${#first[@]}" -le 1 ] || run_builds "${first[@]:1}"
-[ "${#later[@]}" -eq 0 ] || { native_tools; run_builds "${later[@]}"; }
+queue=("${first[@]}" "${later[@]}")
+[ "${#queue[@]}" -eq 0 ] || run_builds "${queue[0]}"
+[ "${#queue[@]}" -le 1 ] || run_builds "${queue[@]:1}"
 [ -z "$tools_pid" ] || native_tools
 phase_summary
