@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build the testbed's container images from this checkout, one line per image.
+# Build the testbed's container images from this checkout: each phase (base image,
+# wheelhouse, Rust tools, each image) prints its name and, when it ends, its time; a line
+# every few seconds says what is still running, and a table of phases closes the run.
 #
 #   scripts/build-images.sh                 # everything
 #   scripts/build-images.sh node tat        # only these (orchestrator, node, server,
@@ -9,16 +11,20 @@
 # testbed/influxdb:$TAG, testbed/prometheus:$TAG, testbed/alertmanager:$TAG, and every
 # experiment image named by `image:` in experiments/*/experiment.yaml. All start
 # FROM debian:bookworm-slim (made locally by build-base-image.sh when no registry is
-# reachable). Python images get their packages from a wheelhouse built on the host
+# reachable) and share their first layers: the same first RUN lines in the same order,
+# so Docker's layer cache builds each once (see docs/architecture.md, "Images").
+# The Rust tools build in the background while the images that do not need them build. Python images get their packages from a wheelhouse built on the host
 # (build/wheels), because containers here cannot reach PyPI; third-party wheels and the
 # project's own wheel are separate layers, so a code change rebuilds in seconds.
 #
-# Environment: TAG (default dev), PYTHON (default .venv/bin/python, else python3; must be
+# Environment: TAG (default dev), BUILD_JOBS (images built at once after the first,
+# default 3), PYTHON (default .venv/bin/python, else python3; must be
 # the same minor version as Debian bookworm's python3, 3.11), VERBOSE=1 for full logs.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+. scripts/lib.sh
 
 TAG="${TAG:-dev}"
 if [ -z "${PYTHON:-}" ]; then
@@ -36,7 +42,7 @@ LOGS=build/logs
 export SOURCE_DATE_EPOCH=315532800
 export DOCKER_BUILDKIT=0  # the classic builder uses the local base image without a registry
 
-die() { echo "build-images: error: $*" >&2; exit 1; }
+die() { _status_clear; echo "build-images: error: $*" >&2; exit 1; }
 
 experiment_image() {  # experiment_image DIR -> the manifest's image: value
     sed -n -E 's/^image:[[:space:]]*["'\'']?([^"'\''[:space:]#]+)["'\'']?.*$/\1/p' "$1/experiment.yaml" | head -n1
@@ -58,13 +64,23 @@ fi
 wanted() { [ "$want_all" -eq 1 ] || [ -n "${want[$1]:-}" ]; }
 
 mkdir -p "$LOGS"
+phases_init
 
 # ---- base image ------------------------------------------------------------------
-scripts/build-base-image.sh
+# In the background: on a fresh machine debootstrap waits on the disk and the mirror
+# most of its time, while the wheelhouse and cargo want the CPU.
+base_image() {
+    phase_begin "base image"
+    scripts/build-base-image.sh
+    phase_end "base image" "$(docker image inspect -f '{{.Id}}' debian:bookworm-slim | cut -c8-19)"
+}
+base_image &
+base_pid=$!
 
 # ---- wheelhouse (only for the Python images) -------------------------------------
 build_wheelhouse() {
     local have log stamp extra report
+    phase_begin "wheelhouse"
     have="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         || die "cannot run $PYTHON (set PYTHON to a Python $IMAGE_PYTHON interpreter)"
     [ "$have" = "$IMAGE_PYTHON" ] \
@@ -97,14 +113,22 @@ PY
         done
         echo "$stamp" >"$DEPS/.stamp"
     fi
-    # The project's wheel, every time (seconds). Stale setuptools output in build/ would
-    # leak deleted modules into the wheel, so it goes first.
-    rm -rf build/lib build/bdist.* "$APP"
-    mkdir -p "$APP"
-    "$PYTHON" -m pip wheel --no-deps --no-index --find-links "$DEPS" --wheel-dir "$APP" . \
-        >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "building the mbb-testbed wheel failed (log: $log)"; }
-    rm -rf build/lib build/bdist.*
-    echo "wheelhouse $WHEELS: $(ls "$DEPS"/*.whl | wc -l) dependency wheels + $(basename "$APP"/*.whl)"
+    # The project's wheel, when its sources changed: pip takes 5-10 s on a loaded
+    # machine, every second of a warm `scripts/up`. The stamp is every file the wheel
+    # is made of (its packages and pyproject.toml), contents and names.
+    stamp="$( { find orchestrator node-image/node_agent common/testbed_common -type f \
+                  ! -path '*/__pycache__/*' ! -name '*.pyc' -print0; printf 'pyproject.toml\0'; } \
+              | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+    if [ "$(cat "$APP/.stamp" 2>/dev/null)" != "$stamp" ] || ! ls "$APP"/*.whl >/dev/null 2>&1; then
+        # Stale setuptools output in build/ would leak deleted modules into the wheel.
+        rm -rf build/lib build/bdist.* "$APP"
+        mkdir -p "$APP"
+        "$PYTHON" -m pip wheel --no-deps --no-index --find-links "$DEPS" --wheel-dir "$APP" . \
+            >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "building the mbb-testbed wheel failed (log: $log)"; }
+        rm -rf build/lib build/bdist.*
+        echo "$stamp" >"$APP/.stamp"
+    fi
+    phase_end "wheelhouse" "$WHEELS: $(ls "$DEPS"/*.whl | wc -l) dependency wheels + $(basename "$APP"/*.whl)"
 }
 
 stage_catalogue() {
@@ -120,72 +144,67 @@ stage_catalogue() {
 
 # ---- native tools (tools/, Rust) ---------------------------------------------------
 BIN=build/bin
-staged_tools=0
+tools_pid=""
 stage_native_tools() {  # build the Rust tools once and stage them for COPY build/bin/...
-    [ "$staged_tools" = 0 ] || return 0
     command -v cargo >/dev/null \
         || die "cargo is missing: the native tools (tools/) need a Rust toolchain (https://rustup.rs)"
     local log="$LOGS/cargo.log"
-    (cd tools && cargo build --release -p abw -p linkem -p flows) >"$log" 2>&1 \
+    phase_begin "Rust tools (cargo build)"
+    (cd tools && nice -n 5 cargo build --release -p abw -p linkem -p flows) >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; die "building the native tools failed (log: $log)"; }
     mkdir -p "$BIN"
     # Binaries are linked against the host's glibc; the images are Debian bookworm too.
     for tool in abw linkem testbed-flows; do
         cmp -s "tools/target/release/$tool" "$BIN/$tool" || cp "tools/target/release/$tool" "$BIN/$tool"
     done
-    staged_tools=1
-    echo "native tools $BIN: abw, linkem, testbed-flows"
+    phase_end "Rust tools (cargo build)" "$BIN: abw, linkem, testbed-flows"
+}
+start_native_tools() {  # the cargo build, in the background (it needs no Docker)
+    [ -z "$tools_pid" ] || return 0
+    stage_native_tools &
+    tools_pid=$!
+}
+native_tools() {  # wait for the background cargo build (started if it was not)
+    start_native_tools
+    [ "$tools_pid" != done ] || return 0
+    wait "$tools_pid" || die "building the native tools failed (log: $LOGS/cargo.log)"
+    tools_pid=done
 }
 
 # ---- images ------------------------------------------------------------------------
 build_image() {  # build_image TAG DOCKERFILE CONTEXT
-    local tag="$1" dockerfile="$2" context="$3" log start secs id old note steps cached
+    local tag="$1" dockerfile="$2" context="$3" log id old note steps cached
     log="$LOGS/$(echo "$tag" | tr '/:' '__').log"
     old="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
-    start="$(date +%s.%N)"
-    if ! docker build -t "$tag" -f "$dockerfile" "$context" >"$log" 2>&1; then
+    phase_begin "image $tag"
+    # Each log line starts with its time (epoch seconds): where a build spends its time.
+    if ! docker build -t "$tag" -f "$dockerfile" "$context" 2>&1 \
+            | while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$log"; then
         tail -n 40 "$log" >&2
         die "docker build of $tag failed (full log: $log)"
     fi
     [ "${VERBOSE:-0}" = 1 ] && cat "$log"
-    secs="$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')"
     id="$(docker image inspect -f '{{.Id}}' "$tag" | cut -c8-19)"
     # Drop the image this tag used to name, unless something still uses it (a container,
     # another tag): rebuilds then do not fill the disk with dangling images.
     if [ -n "$old" ] && [ "${old:7:12}" != "$id" ]; then
         docker rmi "$old" >/dev/null 2>&1 || true
     fi
-    steps="$(grep -c '^ ---> Running in' "$log" || true)"
-    cached="$(grep -c '^ ---> Using cache' "$log" || true)"
+    steps="$(grep -c ' ---> Running in' "$log" || true)"
+    cached="$(grep -c ' ---> Using cache' "$log" || true)"
     if [ "$steps" -eq 0 ]; then note="cached"; else note="$steps steps run, $cached cached"; fi
-    printf '%-28s %s  %6ss  (%s)\n' "$tag" "$id" "$secs" "$note"
+    phase_end "image $tag" "$id, $note"
 }
 
-if wanted orchestrator || wanted node; then
-    build_wheelhouse
-fi
-if wanted orchestrator; then
-    stage_catalogue
-    stage_native_tools  # testbed-flows: ingest's compiled capture analysis
-    build_image "testbed/orchestrator:$TAG" orchestrator/Dockerfile .
-fi
-if wanted node; then
-    stage_native_tools  # linkem: the emulated fleet's operator links (node-links.sh)
-    build_image "testbed/node:$TAG" node-image/Dockerfile .
-fi
-if wanted server; then
-    stage_native_tools
-    build_image "testbed/server:$TAG" server-image/Dockerfile .
-fi
-if wanted influxdb; then
-    build_image "testbed/influxdb:$TAG" deploy/influxdb/Dockerfile deploy/influxdb
-fi
-if wanted prometheus; then
-    build_image "testbed/prometheus:$TAG" deploy/prometheus/Dockerfile deploy/prometheus
-fi
-if wanted alertmanager; then
-    build_image "testbed/alertmanager:$TAG" deploy/alertmanager/Dockerfile deploy/alertmanager
-fi
+needs_tools() { grep -q '^COPY build/bin/' "$1"; }  # needs_tools DOCKERFILE
+
+# Which images, in order: (tag, Dockerfile, context). Those without the Rust tools go
+# first, while cargo runs (the first of them lays down the layers the others share: the
+# Python runtime, the network tools); those that copy a tool (the orchestrator's
+# testbed-flows, the node's linkem, ...) once cargo is done, the orchestrator first, as
+# it lays down the dependency venv it shares with the node.
+builds=()
+wanted orchestrator && builds+=("testbed/orchestrator:$TAG|orchestrator/Dockerfile|.")
 for dir in experiments/*/; do
     dir="${dir%/}"
     name="$(basename "$dir")"
@@ -196,9 +215,47 @@ for dir in experiments/*/; do
     [ -f "$dir/Dockerfile" ] || die "$dir has no Dockerfile for image $image"
     # Context: the repository root, so an experiment can use the staged native tools,
     # the project wheel (shared analysis code) and other experiments' modules.
-    if grep -q '^COPY build/' "$dir/Dockerfile"; then
-        stage_native_tools
-        [ -n "$(ls "$APP"/*.whl 2>/dev/null)" ] || build_wheelhouse
-    fi
-    build_image "$image" "$dir/Dockerfile" .
+    builds+=("$image|$dir/Dockerfile|.")
 done
+wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
+wanted prometheus && builds+=("testbed/prometheus:$TAG|deploy/prometheus/Dockerfile|deploy/prometheus")
+wanted alertmanager && builds+=("testbed/alertmanager:$TAG|deploy/alertmanager/Dockerfile|deploy/alertmanager")
+wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
+wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
+later=(); first=(); wheels=0
+for b in "${builds[@]}"; do
+    IFS='|' read -r _ dockerfile _ <<<"$b"
+    if needs_tools "$dockerfile"; then later+=("$b"); else first+=("$b"); fi
+    ! grep -q '^COPY build/wheels/' "$dockerfile" || wheels=1
+done
+
+# The cargo build (CPU) overlaps the wheelhouse and the first images (network, disk).
+[ "${#later[@]}" -eq 0 ] || start_native_tools
+[ "$wheels" = 0 ] || build_wheelhouse
+wanted orchestrator && stage_catalogue
+run_builds() {  # run_builds ENTRY...: build these images, up to BUILD_JOBS at once; one
+    # that copies the Rust tools starts once cargo is done (the others go on meanwhile)
+    local pids=() b tag dockerfile context
+    for b in "$@"; do
+        IFS='|' read -r tag dockerfile context <<<"$b"
+        ! needs_tools "$dockerfile" || native_tools
+        build_image "$tag" "$dockerfile" "$context" &
+        pids+=("$!")
+        if [ "${#pids[@]}" -ge "$BUILD_JOBS" ]; then
+            wait "${pids[0]}" || die "an image failed to build (see above)"
+            pids=("${pids[@]:1}")
+        fi
+    done
+    for b in "${pids[@]}"; do wait "$b" || die "an image failed to build (see above)"; done
+}
+wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
+# The first image alone (it lays down the shared layers, which the others then find in
+# the cache rather than building them at the same time), then the rest a few at a time:
+# a cached build is mostly waiting on the daemon, and a fresh one on the disk and the
+# mirror. BUILD_JOBS=1 builds one after another.
+BUILD_JOBS="${BUILD_JOBS:-3}"
+queue=("${first[@]}" "${later[@]}")
+[ "${#queue[@]}" -eq 0 ] || run_builds "${queue[0]}"
+[ "${#queue[@]}" -le 1 ] || run_builds "${queue[@]:1}"
+[ -z "$tools_pid" ] || native_tools
+phase_summary

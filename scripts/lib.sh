@@ -1,7 +1,10 @@
 # Shared helpers for the project's scripts (sourced, not run).
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+say() {  # say TEXT: a step's heading (bold on a terminal)
+    _status_clear
+    if [ -t 2 ]; then printf '\033[1m==> %s\033[0m\n' "$*" >&2; else printf '==> %s\n' "$*" >&2; fi
+}
+die() { _status_clear; printf 'error: %s\n' "$*" >&2; exit 1; }
 # in_ci: CI=true (or 1, yes), as the tests read it (tests/conftest.py, tools/testsupport).
 in_ci() { case "${CI:-}" in [Tt][Rr][Uu][Ee] | 1 | [Yy][Ee][Ss]) return 0 ;; *) return 1 ;; esac; }
 
@@ -42,11 +45,106 @@ set_env() {  # set_env NAME VALUE: record a secret for compose
     export "$1=$2"
 }
 
-wait_for() {  # wait_for SECONDS WHAT COMMAND...: poll until COMMAND succeeds
+wait_for() {  # wait_for SECONDS WHAT COMMAND...: poll until COMMAND succeeds, every POLL_S
     local limit=$1 what=$2; shift 2
     local end=$(( $(date +%s) + limit ))
     until "$@" >/dev/null 2>&1; do
         [ "$(date +%s)" -lt "$end" ] || die "timed out after ${limit}s waiting for $what"
-        sleep 1
+        sleep "${POLL_S:-1}"
     done
+}
+
+# ---- phases: each step of a long script with its time, and no silent minute --------
+# phases_init starts the record (unless an outer script already did: PHASE_DIR is
+# exported, so build-images.sh run by scripts/up adds to up's table) and a ticker that
+# says what is still running: a status line redrawn every second on a terminal, a plain
+# line every TICK_S seconds otherwise (logs, CI). Phases may overlap (background jobs):
+# each is a file in PHASE_DIR, so a subshell can begin and end its own.
+TICK_S="${TICK_S:-15}"
+_now() { date +%s.%N; }
+_secs() { awk -v s="$1" -v e="$2" 'BEGIN{printf "%.1f", e-s}'; }
+_phase_key() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
+_status_clear() { [ -t 2 ] && [ -n "${PHASE_DIR:-}" ] && printf '\r\033[K' >&2; return 0; }
+
+phases_init() {  # phases_init: start recording phases (the outermost script owns them)
+    if [ -n "${PHASE_DIR:-}" ] && [ -d "$PHASE_DIR" ]; then return 0; fi
+    PHASE_DIR="$(mktemp -d)"
+    PHASE_T0="$(_now)"
+    export PHASE_DIR PHASE_T0
+    PHASE_OWNER=$$
+    _ticker &
+    PHASE_TICKER=$!
+    trap '_phases_stop' EXIT
+}
+
+_phases_stop() {
+    [ "${PHASE_OWNER:-}" = "$$" ] || return 0
+    kill "$PHASE_TICKER" 2>/dev/null || true
+    wait "$PHASE_TICKER" 2>/dev/null || true
+    _status_clear
+    rm -rf "$PHASE_DIR"
+}
+
+_running() {  # the phases still running, "name 12 s, name 3 s", or nothing
+    local f now line out=""
+    now="$(_now)"
+    for f in "$PHASE_DIR"/*.run; do
+        [ -f "$f" ] || continue
+        [ -f "${f%.run}.quiet" ] && continue  # it shows its own progress
+        { read -r start; read -r line; } <"$f" || continue
+        out="${out:+$out, }$line $(awk -v s="$start" -v e="$now" 'BEGIN{printf "%d", e-s}') s"
+    done
+    printf '%s' "$out"
+}
+
+_ticker() {
+    local last=0 t running
+    while sleep 1; do
+        [ -d "$PHASE_DIR" ] || return 0
+        running="$(_running)"
+        [ -n "$running" ] || continue
+        if [ -t 2 ]; then
+            printf '\r\033[K    ... %s' "$running" >&2
+        else
+            t="$(date +%s)"
+            if [ $(( t - last )) -ge "$TICK_S" ]; then
+                [ "$last" = 0 ] || printf '    ... still running: %s\n' "$running" >&2
+                last="$t"
+            fi
+        fi
+    done
+}
+
+phase_begin() {  # phase_begin [-q] NAME: NAME starts (-q: it draws its own progress)
+    local quiet=0 key
+    if [ "$1" = -q ]; then quiet=1; shift; fi
+    key="$(_phase_key "$1")"
+    printf '%s\n%s\n' "$(_now)" "$1" >"$PHASE_DIR/$key.run"
+    [ "$quiet" = 0 ] || : >"$PHASE_DIR/$key.quiet"
+    say "$1"
+}
+
+phase_end() {  # phase_end NAME [NOTE]: NAME is over; prints its time
+    local key start end secs
+    key="$(_phase_key "$1")"
+    [ -f "$PHASE_DIR/$key.run" ] || return 0
+    start="$(head -n1 "$PHASE_DIR/$key.run")"
+    end="$(_now)"
+    secs="$(_secs "$start" "$end")"
+    printf '%s\t%s\t%s\t%s\n' "$(_secs "$PHASE_T0" "$start")" "$secs" "$1" "${2:-}" \
+        >"$PHASE_DIR/$key.done"
+    rm -f "$PHASE_DIR/$key.run" "$PHASE_DIR/$key.quiet"
+    _status_clear
+    printf '    %s: %s s%s\n' "$1" "$secs" "${2:+ ($2)}" >&2
+}
+
+phase_summary() {  # phase_summary: the table of phases, in the order they started
+    [ "${PHASE_OWNER:-}" = "$$" ] || return 0
+    _status_clear
+    {
+        printf '\n%-40s %8s %9s\n' "phase" "start s" "took s"
+        cat "$PHASE_DIR"/*.done 2>/dev/null | sort -n -k1,1 \
+            | awk -F'\t' '{printf "%-40s %8.1f %9.1f  %s\n", $3, $1, $2, $4}'
+        printf '%-40s %8s %9.1f\n' "total" "" "$(_secs "$PHASE_T0" "$(_now)")"
+    } >&2
 }

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Cold start, as a newcomer meets it: a fresh clone on a machine with none of the
+# project's images and no build cache, `scripts/up` to the first finished run and to
+# the demo done; then warm `scripts/up --no-demo` (images built) to the first finished
+# run of one 10 s TAT run, as bench/fleet_startup.sh measures it.
+#
+#   bench/cold_start.sh [REF]     REF: the commit to measure (default HEAD); run it for
+#                                 the starting commit too, in the same session, for the
+#                                 baseline
+#
+# DESTRUCTIVE for the machine's Docker state: it stops the stack (and deletes its
+# volumes), removes the project's images (testbed/*, the experiments' images and the
+# base image debian:bookworm-slim when nothing else uses it) and prunes the build cache.
+# Run it where nobody else uses the project's images, or under the machine's shared
+# lock. What stays warm and is said in the report: the host's pip and cargo download
+# caches (the packages themselves are fetched from them, not from the network).
+#
+# Output: the timestamped log of each scripts/up (seconds since its start, one line
+# each) under build/bench/, and a table on stdout. Nothing is left running; the images
+# of REF stay built.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+ref="${1:-HEAD}"
+out="$REPO/build/bench"
+mkdir -p "$out"
+sha="$(git -C "$REPO" rev-parse --short "$ref")"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+git clone -q --no-checkout "$REPO" "$work/testbed"
+git -C "$work/testbed" checkout -q "$sha"
+clone="$work/testbed"
+
+stamp() {  # stamp T0 < lines: prefix each line with seconds since T0
+    local t0="$1" line
+    while IFS= read -r line; do
+        printf '%7.1f  %s\n' "$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN{print e-s}')" "$line"
+    done
+}
+admin() {  # admin ARGS...: the clone's testbed CLI in the orchestrator, as administrator
+    local token
+    token="$(sed -n 's/^TESTBED_ADMIN_TOKEN=//p' "$clone/deploy/.secrets/compose.env")"
+    docker exec -e TESTBED_URL=http://127.0.0.1:8080 -e "TESTBED_TOKEN=$token" \
+        testbed-orchestrator testbed "$@"
+}
+first_done() {  # first_done T0: seconds from T0 (epoch) to the earliest run's done event
+    local token
+    token="$(sed -n 's/^TESTBED_ADMIN_TOKEN=//p' "$clone/deploy/.secrets/compose.env")"
+    docker exec -i -e "T=$token" testbed-orchestrator python3 - "$1" <<'PY'
+import json, os, sys, urllib.request
+from datetime import datetime
+def get(path):
+    req = urllib.request.Request("http://127.0.0.1:8080" + path,
+                                 headers={"Authorization": "Bearer " + os.environ["T"]})
+    return json.load(urllib.request.urlopen(req, timeout=10))
+ends = [datetime.fromisoformat(e["at"]).timestamp()
+        for r in get("/api/v1/runs") for e in get(f"/api/v1/runs/{r['id']}")["events"]
+        if e["state"] == "done"]
+print(f"{min(ends) - float(sys.argv[1]):.1f}" if ends else "none")
+PY
+}
+
+echo "== $sha: load before: $(uptime | sed 's/.*load average/load average/')"
+# ---- fresh machine ---------------------------------------------------------------
+"$REPO/scripts/down" --volumes >/dev/null 2>&1 || true
+images="testbed/orchestrator:dev testbed/node:dev testbed/server:dev testbed/influxdb:dev"
+for manifest in "$clone"/experiments/*/experiment.yaml; do
+    images="$images $(sed -n -E 's/^image:[[:space:]]*["'\'']?([^"'\''[:space:]#]+).*$/\1/p' "$manifest" | head -n1)"
+done
+images="$images testbed/base:dev testbed/python:dev testbed/tools:dev debian:bookworm-slim"
+for image in $images; do
+    docker image inspect "$image" >/dev/null 2>&1 || continue
+    docker rmi "$image" >/dev/null 2>&1 || echo "note: $image is in use elsewhere; kept"
+done
+docker builder prune -af >/dev/null 2>&1 || true
+docker image prune -f >/dev/null 2>&1 || true
+
+t0=$(date +%s.%N)
+status=0
+(cd "$clone" && scripts/up) > >(stamp "$t0" >"$out/fresh-$sha.log") 2>&1 || status=$?
+t_demo=$(date +%s.%N)
+sleep 1
+first=$(first_done "$t0" || echo "?")
+load_fresh="$(uptime | sed 's/.*load average: //')"
+[ "$status" = 0 ] || echo "note: scripts/up exited $status (log: $out/fresh-$sha.log)"
+
+# ---- warm compose up ---------------------------------------------------------------
+(cd "$clone" && scripts/down --volumes) >/dev/null 2>&1
+t1=$(date +%s.%N)
+(cd "$clone" && scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1
+t_online=$(date +%s.%N)
+run=$(admin --json run submit tat --node se-02 --interface op0 --param duration_s=10 \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+admin run wait "$run" --timeout 300 >/dev/null 2>&1
+t_warm=$(date +%s.%N)
+# The running phase (the baseline), and when the run became done by its own record:
+# `run wait` polls every 2 s, so the wall time above may be up to 2 s late.
+read -r transfer t_warm_event < <(admin --json run show "$run" | python3 -c '
+import json, sys
+from datetime import UTC, datetime
+def at(text):
+    t = datetime.fromisoformat(text)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+ev = {e["state"]: at(e["at"]) for e in json.load(sys.stdin)["events"]}
+print((ev["uploading"] - ev["running"]).total_seconds(), ev["done"].timestamp())')
+load_warm="$(uptime | sed 's/.*load average: //')"
+(cd "$clone" && scripts/down --volumes) >/dev/null 2>&1
+
+python3 - "$sha" "$t0" "$t_demo" "$first" "$t1" "$t_online" "$t_warm" "$transfer" \
+    "$load_fresh" "$load_warm" "$t_warm_event" <<'PY'
+import sys
+sha, t0, demo, first, t1, online, warm, transfer, load_fresh, load_warm, event = sys.argv[1:]
+t0, demo, t1, online, warm, transfer, event = map(
+    float, (t0, demo, t1, online, warm, transfer, event))
+print(f"commit {sha}")
+print(f"fresh machine -> first finished run        {first:>7} s")
+print(f"fresh machine -> demo done                 {demo - t0:7.1f} s   (load after: {load_fresh})")
+print(f"warm up --no-demo -> all nodes online      {online - t1:7.1f} s")
+print(f"warm up --no-demo -> first finished run    {warm - t1:7.1f} s   (load after: {load_warm})")
+print(f"  the same, by the run's done event         {event - t1:7.1f} s")
+print(f"baseline: that run's running phase         {transfer:7.1f} s")
+PY
+echo "logs: $out/fresh-$sha.log $out/warm-$sha.log"
