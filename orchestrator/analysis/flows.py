@@ -193,13 +193,13 @@ def bound_notes(flows: list[FlowStats], dropped_packets: int, *, max_flow_bins: 
     if unbinned:
         hit = sum(1 for f in flows if f.unbinned_packets)
         notes.append(
-            f"{unbinned} data packets of {hit} connections lie beyond the throughput bins' "
+            f"{unbinned} data packet(s) of {hit} connection(s) lie beyond the throughput bins' "
             f"bound ({max_flow_bins} bins a connection, {max_capture_bins} a capture): "
             "counted, not binned. Their timestamps jump further than a run lasts; check "
             "the node's clock")
     if dropped_packets:
         notes.append(
-            f"{dropped_packets} TCP packets of connections past the first "
+            f"{dropped_packets} TCP packet(s) of connections past the first "
             f"{max_connections} were not analysed (a capture holds at most "
             f"{max_connections} connections)")
     return notes

@@ -230,7 +230,7 @@ def test_a_packet_years_later_is_counted_not_binned(tmp_path: Path, tool: str) -
     assert flow.data_packets == 4 and flow.payload_bytes == 4000
     assert flow.unbinned_packets == 1 and flow.arrival_bins == [1000, 1000, 1000]
     assert native.notes == ref.notes == [
-        "1 data packets of 1 connections lie beyond the throughput bins' bound (216000 bins "
+        "1 data packet(s) of 1 connection(s) lie beyond the throughput bins' bound (216000 bins "
         "a connection, 2097152 a capture): counted, not binned. Their timestamps jump further "
         "than a run lasts; check the node's clock"]
     # Ingest (either path) writes the rest and says what it skipped.
@@ -258,7 +258,7 @@ def test_a_capture_shares_one_bin_budget_in_order_of_first_packet(
     assert sum(len(f.arrival_bins) for f in ref.flows) <= MAX_CAPTURE_BINS
     assert [f.unbinned_packets for f in by_port] == [1] * 9 + [2, 3, 3]
     assert native.notes == ref.notes and ref.notes[0].startswith(
-        "17 data packets of 12 connections lie beyond")
+        "17 data packet(s) of 12 connection(s) lie beyond")
     # The tool's own defaults are the bounds flows.py defines (and passes as flags).
     assert _native(data, tmp_path, tool).notes == ref.notes
 
@@ -279,10 +279,10 @@ def test_connections_past_the_bound_are_not_analysed(tmp_path: Path, tool: str) 
     assert [f.arrival_bins for f in by_port] == [[1000, 1000], [1000, 1000, 1000], [1000]]
     assert [f.unbinned_packets for f in by_port] == [1, 0, 2]
     assert notes == [
-        "3 data packets of 2 connections lie beyond the throughput bins' bound (3 bins a "
+        "3 data packet(s) of 2 connection(s) lie beyond the throughput bins' bound (3 bins a "
         "connection, 7 a capture): counted, not binned. Their timestamps jump further than "
         "a run lasts; check the node's clock",
-        "13 TCP packets of connections past the first 3 were not analysed (a capture holds "
+        "13 TCP packet(s) of connections past the first 3 were not analysed (a capture holds "
         "at most 3 connections)"]
 
 

@@ -502,7 +502,7 @@ fn bound_notes(flows: &[FlowFigures], dropped_packets: u64, bounds: Bounds) -> V
     if unbinned > 0 {
         let hit = flows.iter().filter(|f| f.unbinned_packets > 0).count();
         notes.push(format!(
-            "{unbinned} data packets of {hit} connections lie beyond the throughput bins' bound \
+            "{unbinned} data packet(s) of {hit} connection(s) lie beyond the throughput bins' bound \
              ({} bins a connection, {} a capture): counted, not binned. Their timestamps jump \
              further than a run lasts; check the node's clock",
             bounds.flow_bins, bounds.capture_bins
@@ -511,7 +511,7 @@ fn bound_notes(flows: &[FlowFigures], dropped_packets: u64, bounds: Bounds) -> V
     if dropped_packets > 0 {
         let n = bounds.connections;
         notes.push(format!(
-            "{dropped_packets} TCP packets of connections past the first {n} were not analysed \
+            "{dropped_packets} TCP packet(s) of connections past the first {n} were not analysed \
              (a capture holds at most {n} connections)"
         ));
     }

@@ -103,7 +103,7 @@ fn a_packet_years_later_is_counted_not_binned() {
     assert_eq!(flow["unbinned_packets"], 1);
     assert_eq!(flow["arrival_bins"], serde_json::json!([1000, 1000, 1000]));
     let note = doc["notes"][0].as_str().unwrap();
-    assert!(note.starts_with("1 data packets of 1 connections lie beyond"), "{note}");
+    assert!(note.starts_with("1 data packet(s) of 1 connection(s) lie beyond"), "{note}");
     assert!(note.contains("(216000 bins a connection, 2097152 a capture)"), "{note}");
     assert_eq!(tight["flows"][0]["arrival_bins"], serde_json::json!([1000, 1000]));
     assert_eq!(tight["flows"][0]["unbinned_packets"], 2);
