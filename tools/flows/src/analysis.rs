@@ -129,7 +129,8 @@ impl Seen {
                 if self.first_data[i].is_none() {
                     self.first_data[i] = Some((p.seq, p.ts_ns));
                 }
-                self.last_data_ts[i] = Some(self.last_data_ts[i].map_or(p.ts_ns, |t| t.max(p.ts_ns)));
+                self.last_data_ts[i] =
+                    Some(self.last_data_ts[i].map_or(p.ts_ns, |t| t.max(p.ts_ns)));
             }
         }
         let (syn, ack) = (p.flags & SYN != 0, p.flags & ACK != 0);
@@ -558,11 +559,7 @@ fn key(p: &Packet) -> (Endpoint, Endpoint) {
 }
 
 /// Analyse the capture at `path` in 100 ms (or `bin_ns`) bins, within `bounds`.
-pub fn analyse_file(
-    path: &Path,
-    bin_ns: i64,
-    bounds: Bounds,
-) -> Result<CaptureFigures, OpenError> {
+pub fn analyse_file(path: &Path, bin_ns: i64, bounds: Bounds) -> Result<CaptureFigures, OpenError> {
     assert!(bin_ns > 0, "bin_ns must be positive");
     let mut reader = Reader::open(path)?;
     let (format, snaplen) = (reader.format.name(), reader.snaplen);
