@@ -14,16 +14,19 @@ Running the tool is I/O and lives in :mod:`orchestrator.services.flowtool`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.analysis.flows import (
     DEFAULT_BIN_S,
+    MAX_CAPTURE_BINS,
+    MAX_CONNECTIONS,
+    MAX_FLOW_BINS,
     Connection,
     DelayStats,
     Endpoint,
     FlowStats,
-    analyse_capture,
+    analyse_bounded,
 )
 from orchestrator.analysis.pcap import CaptureError, read_capture
 
@@ -31,12 +34,20 @@ from orchestrator.analysis.pcap import CaptureError, read_capture
 @dataclass(frozen=True)
 class CaptureFlows:
     """A capture's connections (most payload first) and, when reading stopped at
-    damage, where and why (the flows are then those of the packets before it)."""
+    damage, where and why (the flows are then those of the packets before it); ``notes``
+    say what the bounds of :mod:`~orchestrator.analysis.flows` left out."""
 
     flows: list[FlowStats]
     damage: CaptureError | None
     frames: int
     undecoded: int
+    notes: list[str] = field(default_factory=list)
+
+
+def bound_flags() -> list[str]:
+    """The bounds as ``testbed-flows`` flags: defined once, here on the Python side."""
+    return ["--max-flow-bins", str(MAX_FLOW_BINS), "--max-capture-bins",
+            str(MAX_CAPTURE_BINS), "--max-connections", str(MAX_CONNECTIONS)]
 
 
 def bin_ns(bin_s: float) -> int:
@@ -49,9 +60,9 @@ def bin_ns(bin_s: float) -> int:
 def reference_flows(data: bytes, *, bin_s: float = DEFAULT_BIN_S) -> CaptureFlows:
     """The pure-Python analysis of a capture held in memory, read leniently."""
     capture = read_capture(data, strict=False)
-    return CaptureFlows(flows=analyse_capture(capture.packets, bin_s=bin_s),
-                        damage=capture.damage, frames=capture.frames,
-                        undecoded=capture.undecoded)
+    flows, notes = analyse_bounded(capture.packets, bin_s=bin_s)
+    return CaptureFlows(flows=flows, damage=capture.damage, frames=capture.frames,
+                        undecoded=capture.undecoded, notes=notes)
 
 
 def _endpoint(value: Sequence[Any]) -> Endpoint:
@@ -85,6 +96,7 @@ def _flow(f: Mapping[str, Any], bin_s: float) -> FlowStats:
         bins_t0_ns=int(f["bins_t0_ns"]),
         arrival_bins=[int(b) for b in f["arrival_bins"]],
         delivered_bins=[int(b) for b in f["delivered_bins"]],
+        unbinned_packets=int(f["unbinned_packets"]),
     )
 
 
@@ -102,4 +114,5 @@ def flows_from_document(doc: Mapping[str, Any], *, bin_s: float = DEFAULT_BIN_S)
             packets_read=int(damage["packets_read"])),
         frames=int(doc["frames"]),
         undecoded=int(doc["undecoded"]),
+        notes=[str(n) for n in doc["notes"]],
     )

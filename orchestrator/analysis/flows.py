@@ -22,6 +22,16 @@
   receiver's ACK delay.
 - Flow completion time: SYN (or the first packet) to the first ACK covering the last
   data byte (or the last data packet when that ACK was not captured).
+
+Bounds (a capture comes from a node, which is not trusted: docs/security.md). Bins are a
+dense list up to the latest packet, so one packet stamped years later would ask for
+billions of them; and every connection costs memory of its own. Hence three limits,
+the same in the compiled tool (the orchestrator passes these to it as flags):
+:data:`MAX_FLOW_BINS` bins a connection, :data:`MAX_CAPTURE_BINS` for all of a
+capture's connections together (granted in order of first packet), and
+:data:`MAX_CONNECTIONS` connections a capture. A data packet beyond its connection's
+bins is counted in every other figure but not binned, and packets of connections past
+the limit are not analysed; the capture gets a note saying how many (:func:`bound_notes`).
 """
 
 from __future__ import annotations
@@ -37,6 +47,14 @@ from typing import NamedTuple
 from orchestrator.analysis.packets import ACK, FIN, RST, SYN, TCP, Packet
 
 DEFAULT_BIN_S = 0.1  # TAT's receiver-side bins (DESIGN: "TAT sampled in 100 ms bins")
+#: Bins a connection may have: 6 h of 100 ms bins, longer than any run lasts.
+MAX_FLOW_BINS = 216_000
+#: Bins all of a capture's connections may have together: 58 h of 100 ms bins, so the
+#: tool's two lists of 8-byte bins stay within 32 MiB whatever the capture holds.
+MAX_CAPTURE_BINS = 1 << 21
+#: Connections a capture may have: a measurement's capture holds a handful; this many
+#: cost the tool a few tens of MiB.
+MAX_CONNECTIONS = 1 << 16
 _SEQ_SPACE = 1 << 32
 _HALF = 1 << 31
 
@@ -84,6 +102,7 @@ class FlowStats:
     bins_t0_ns: int  # start of bin 0: the first data packet unless given
     arrival_bins: list[int]  # payload bytes per bin by arrival
     delivered_bins: list[int]  # in-order delivered bytes per bin
+    unbinned_packets: int = 0  # data packets beyond the bins' bound (max_bins)
 
     @property
     def retrans_pct(self) -> float:
@@ -105,13 +124,24 @@ class FlowStats:
 
 def tcp_connections(packets: Iterable[Packet]) -> dict[Connection, list[Packet]]:
     """Group TCP packets by connection, in capture order."""
+    return _connections(packets, limit=None)[0]
+
+
+def _connections(packets: Iterable[Packet], *, limit: int | None
+                 ) -> tuple[dict[Connection, list[Packet]], int]:
+    """:func:`tcp_connections` of at most ``limit`` connections (the first to appear),
+    and how many TCP packets belong to connections past it."""
     by_pair: dict[tuple[Endpoint, Endpoint], list[Packet]] = {}
+    dropped = 0
     for p in packets:
         if p.proto != TCP:
             continue
         a, b = Endpoint(p.src, p.sport), Endpoint(p.dst, p.dport)
         key = (a, b) if (a, b) in by_pair else (b, a) if (b, a) in by_pair else None
         if key is None:
+            if limit is not None and len(by_pair) >= limit:
+                dropped += 1
+                continue
             key = (a, b)
             by_pair[key] = []
         by_pair[key].append(p)
@@ -120,15 +150,59 @@ def tcp_connections(packets: Iterable[Packet]) -> dict[Connection, list[Packet]]
         syn = next((p for p in pkts if p.flags & SYN and not p.flags & ACK), None)
         client = Endpoint(syn.src, syn.sport) if syn is not None else a
         out[Connection(client, b if client == a else a)] = pkts
-    return out
+    return out, dropped
 
 
 def analyse_capture(packets: Iterable[Packet], *, bin_s: float = DEFAULT_BIN_S) -> list[FlowStats]:
-    """Every TCP connection of a capture, the one with most payload first."""
-    flows = [
-        analyse_flow(conn, pkts, bin_s=bin_s) for conn, pkts in tcp_connections(packets).items()
-    ]
-    return sorted(flows, key=lambda f: f.payload_bytes, reverse=True)
+    """Every TCP connection of a capture, the one with most payload first (within the
+    bounds; :func:`analyse_bounded` also says what they left out)."""
+    return analyse_bounded(packets, bin_s=bin_s)[0]
+
+
+def analyse_bounded(
+    packets: Iterable[Packet],
+    *,
+    bin_s: float = DEFAULT_BIN_S,
+    max_flow_bins: int = MAX_FLOW_BINS,
+    max_capture_bins: int = MAX_CAPTURE_BINS,
+    max_connections: int = MAX_CONNECTIONS,
+) -> tuple[list[FlowStats], list[str]]:
+    """:func:`analyse_capture` and the notes of :func:`bound_notes`. Bins are granted
+    to connections in order of first packet: each gets at most ``max_flow_bins`` of
+    what is left of ``max_capture_bins``, and uses up as many as its data spans (all of
+    its grant when some of its data fell beyond it)."""
+    grouped, dropped = _connections(packets, limit=max_connections)
+    left = max_capture_bins
+    flows = []
+    for conn, pkts in grouped.items():
+        grant = min(max_flow_bins, left)
+        flow = analyse_flow(conn, pkts, bin_s=bin_s, max_bins=grant)
+        left -= grant if flow.unbinned_packets else len(flow.arrival_bins)
+        flows.append(flow)
+    notes = bound_notes(flows, dropped, max_flow_bins=max_flow_bins,
+                        max_capture_bins=max_capture_bins, max_connections=max_connections)
+    return sorted(flows, key=lambda f: f.payload_bytes, reverse=True), notes
+
+
+def bound_notes(flows: list[FlowStats], dropped_packets: int, *, max_flow_bins: int,
+                max_capture_bins: int, max_connections: int) -> list[str]:
+    """What the bounds left out of a capture's figures, worded as the compiled tool
+    words it (tools/flows/src/analysis.rs, ``bound_notes``)."""
+    notes = []
+    unbinned = sum(f.unbinned_packets for f in flows)
+    if unbinned:
+        hit = sum(1 for f in flows if f.unbinned_packets)
+        notes.append(
+            f"{unbinned} data packet(s) of {hit} connection(s) lie beyond the throughput bins' "
+            f"bound ({max_flow_bins} bins a connection, {max_capture_bins} a capture): "
+            "counted, not binned. Their timestamps jump further than a run lasts; check "
+            "the node's clock")
+    if dropped_packets:
+        notes.append(
+            f"{dropped_packets} TCP packet(s) of connections past the first "
+            f"{max_connections} were not analysed (a capture holds at most "
+            f"{max_connections} connections)")
+    return notes
 
 
 class _Unwrap:
@@ -171,7 +245,7 @@ class _Stream:
 def _add(bins: list[int], index: int, nbytes: int) -> None:
     if index < 0:  # before bin 0 (a t0 given later than the first data)
         return
-    if index >= len(bins):
+    if index >= len(bins):  # the caller checked index < max_bins
         bins.extend([0] * (index + 1 - len(bins)))
     bins[index] += nbytes
 
@@ -198,8 +272,10 @@ def analyse_flow(
     *,
     bin_s: float = DEFAULT_BIN_S,
     t0_ns: int | None = None,
+    max_bins: int = MAX_FLOW_BINS,
 ) -> FlowStats:
-    """Figures of one connection; ``t0_ns`` places bin 0 (default: first data packet)."""
+    """Figures of one connection; ``t0_ns`` places bin 0 (default: first data packet).
+    Data from bin ``max_bins`` on is counted but not binned (``unbinned_packets``)."""
     if bin_s <= 0:
         raise ValueError("bin_s must be positive")
     if not packets:
@@ -223,7 +299,7 @@ def analyse_flow(
     high: int | None = None
     pending: deque[list[int]] = deque()  # [start, end, ts_ns, valid] of unacked first sends
     samples: list[int] = []
-    data_packets = retrans = retrans_bytes = pure_acks = dupacks = payload = 0
+    data_packets = retrans = retrans_bytes = pure_acks = dupacks = payload = unbinned = 0
     last_ack: int | None = None
     last_window = -1
     last_data_ns: int | None = None
@@ -237,8 +313,12 @@ def analyse_flow(
             data_packets += 1
             payload += p.payload
             index = (p.ts_ns - t0) // bin_ns
-            _add(arrival, index, p.payload)
-            _add(delivered, index, stream.deliver(start, end))
+            moved = stream.deliver(start, end)
+            if index < max_bins:
+                _add(arrival, index, p.payload)
+                _add(delivered, index, moved)
+            else:
+                unbinned += 1
             if high is not None and start < high:
                 retrans += 1
                 retrans_bytes += p.payload
@@ -302,4 +382,5 @@ def analyse_flow(
         bins_t0_ns=t0,
         arrival_bins=arrival,
         delivered_bins=delivered,
+        unbinned_packets=unbinned,
     )

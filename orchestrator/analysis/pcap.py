@@ -38,6 +38,13 @@ _RECORD_HEADER = 16
 #: Largest record a sane capture holds: libpcap's MAXIMUM_SNAPLEN (262144) with room for
 #: captures from other tools; anything bigger is a corrupt length field, not a packet.
 _MAX_RECORD = 1 << 20
+#: Largest pcapng block the reader reads (interface descriptions and packets): a record
+#: and room for its options. The compiled reader holds a block whole, so a longer one
+#: is a corrupt length field, refused as damage in both.
+_MAX_BLOCK = 2 * _MAX_RECORD
+#: Timestamps are clamped to +-146 years around 1970 (a pcapng if_tsoffset can move them
+#: anywhere): the compiled tool's 64-bit times then never overflow, even as differences.
+_MAX_TS_NS = (1 << 62) - 1
 # pcapng option code if_tsresol and if_tsoffset (pcapng draft section 4.2).
 _OPT_TSRESOL = 9
 _OPT_TSOFFSET = 14
@@ -201,7 +208,7 @@ class _Interface(NamedTuple):
 def _ts_ns(ts: int, iface: _Interface) -> int:
     units = iface.units_per_s
     ns = ts * 1_000_000_000 // units if units != 1_000_000_000 else ts
-    return ns + iface.offset_s * 1_000_000_000
+    return max(-_MAX_TS_NS, min(_MAX_TS_NS, ns + iface.offset_s * 1_000_000_000))
 
 
 def _interface(data: bytes, order: str, body: int, block_end: int) -> _Interface:
@@ -252,6 +259,14 @@ def _pcapng_frames(data: bytes) -> Iterator[Frame]:
                 f"capture damaged at byte {offset}: pcapng block length {length} is not a "
                 f"multiple of 4 of at least 12; read it with strict=False to keep the {n} "
                 "packets before the damage",
+                offset=offset,
+                packets_read=n,
+            )
+        if length > _MAX_BLOCK and btype in (1, 2, 3, 6):
+            raise CaptureError(
+                f"capture damaged at byte {offset}: pcapng block length {length} is more than "
+                f"any capture holds; read it with strict=False to keep the {n} packets before "
+                "the damage",
                 offset=offset,
                 packets_read=n,
             )

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from orchestrator.analysis.capture import CaptureFlows, bin_ns, flows_from_document
+from orchestrator.analysis.capture import CaptureFlows, bin_ns, bound_flags, flows_from_document
 from orchestrator.analysis.flows import DEFAULT_BIN_S
 from orchestrator.errors import Invalid
 
@@ -56,7 +56,7 @@ def find_tool() -> str | None:
 def analyse_file(path: Path, *, tool: str, bin_s: float = DEFAULT_BIN_S) -> CaptureFlows:
     """The per-flow figures of the capture at ``path``; raises
     :class:`~orchestrator.analysis.pcap.CaptureError` when it is no capture."""
-    proc = subprocess.run([tool, "--bin-ns", str(bin_ns(bin_s)), str(path)],
+    proc = subprocess.run([tool, "--bin-ns", str(bin_ns(bin_s)), *bound_flags(), str(path)],
                           capture_output=True, check=False)
     if proc.returncode != 0:
         raise FlowToolError(f"{TOOL} failed on {path.name} (exit {proc.returncode}): "

@@ -303,6 +303,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 got = analysed[name]() if name in analysed else reference_flows(files[name])
                 if got.damage is not None:
                     out.notes.append(f"{name}: {got.damage}")
+                out.notes.extend(f"{name}: {note}" for note in got.notes)
                 out.points.extend(flow_points(got.flows, ctx))
                 continue
             data = files[name]

@@ -8,16 +8,20 @@ path (read_capture + analyse_capture), kept as it was.
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis.capture import CaptureFlows, reference_flows
+from orchestrator.analysis.capture import CaptureFlows, flows_from_document, reference_flows
+from orchestrator.analysis.flows import MAX_CAPTURE_BINS, MAX_FLOW_BINS, analyse_bounded
 from orchestrator.analysis.packets import ACK, FIN, LINKTYPE_LINUX_SLL, LINKTYPE_RAW, SYN
-from orchestrator.analysis.pcap import CaptureError, iter_frames
+from orchestrator.analysis.pcap import CaptureError, iter_frames, read_capture
 from orchestrator.services.flowtool import analyse_file, find_tool
+from orchestrator.timeseries.schema import RunContext, bundle_points
 from tests.conftest import require
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -46,6 +50,7 @@ def _assert_same(ref: CaptureFlows, native: CaptureFlows) -> None:
     for a, b in zip(native.flows, ref.flows, strict=True):
         assert a.arrival_bins == b.arrival_bins and a.delivered_bins == b.delivered_bins
         assert a == b  # every field: RTT, counts, delay stats, FCT, t0 (floats to the bit)
+    assert native.notes == ref.notes
     assert (str(native.damage), getattr(native.damage, "offset", None),
             getattr(native.damage, "packets_read", None)) == \
         (str(ref.damage), getattr(ref.damage, "offset", None),
@@ -188,4 +193,142 @@ def test_synthetic_wrap_loss_reordering_and_ipv6(bin_s: float, tmp_path: Path,
     assert main.retrans_packets >= 1 and main.dupacks >= 1 and main.rtt_3whs_s is not None
     assert main.self_delay is not None and main.fct_s is not None
     assert ref.flows[1].rtt_3whs_s is None
+    _assert_same(ref, native)
+
+
+# --- Bounds: a node's capture (untrusted) must not make either path allocate without
+# limit. Every field that sizes an allocation is bounded, identically in both paths.
+
+A4, B4 = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+YEAR_MS = 365 * 24 * 3600 * 1000
+_RAW_PCAP = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 96, LINKTYPE_RAW)
+
+
+def _transfer(sport: int, times_ms: list[float]) -> list[bytes]:
+    """A connection's handshake and a 1000-byte segment at each of ``times_ms``."""
+    out = [_tcp(0, A4, B4, sport, 80, seq=0, flags=SYN),
+           _tcp(1, B4, A4, 80, sport, seq=50, ack=1, flags=SYN | ACK),
+           _tcp(2, A4, B4, sport, 80, seq=1, ack=51)]
+    for i, t in enumerate(times_ms):
+        out.append(_tcp(t, A4, B4, sport, 80, seq=1 + i * 1000, ack=51, payload=1000))
+    return out
+
+
+def _native(data: bytes, tmp: Path, tool: str, *flags: str) -> CaptureFlows:
+    """The tool run with explicit bound flags (or its own defaults without)."""
+    path = tmp / "capture"
+    path.write_bytes(data)
+    proc = subprocess.run([tool, *flags, str(path)], capture_output=True, check=True)
+    return flows_from_document(json.loads(proc.stdout))
+
+
+def test_a_packet_years_later_is_counted_not_binned(tmp_path: Path, tool: str) -> None:
+    data = _RAW_PCAP + b"".join(_transfer(40000, [10, 110, 5 * YEAR_MS, 250]))
+    ref, native = _both(data, tmp_path, tool)
+    _assert_same(ref, native)
+    flow = ref.flows[0]
+    assert flow.data_packets == 4 and flow.payload_bytes == 4000
+    assert flow.unbinned_packets == 1 and flow.arrival_bins == [1000, 1000, 1000]
+    assert native.notes == ref.notes == [
+        "1 data packet(s) of 1 connection(s) lie beyond the throughput bins' bound (216000 bins "
+        "a connection, 2097152 a capture): counted, not binned. Their timestamps jump further "
+        "than a run lasts; check the node's clock"]
+    # Ingest (either path) writes the rest and says what it skipped.
+    ctx = RunContext(node="se-01")
+    by_ref = bundle_points({"tx.pcap": data}, ctx)
+    by_tool = bundle_points({}, ctx, captures={"tx.pcap": lambda: native})
+    assert f"tx.pcap: {ref.notes[0]}" in by_ref.notes
+    assert by_ref.notes == by_tool.notes and by_ref.points == by_tool.points != []
+
+
+def test_a_capture_shares_one_bin_budget_in_order_of_first_packet(
+        tmp_path: Path, tool: str) -> None:
+    """Twelve connections each with data in their bin 215,999 (the last a connection
+    may have) and 7 h on: the first nine get their 216,000 bins, the tenth only what is
+    left of 2^21 (so its bin 215,999 is not binned either), the last two none."""
+    last_bin_ms, seven_h = 21_599_950, 7 * 3600 * 1000
+    data = _RAW_PCAP + b"".join(
+        b"".join(_transfer(40000 + i, [10 + i, 10 + i + last_bin_ms, 20 + i + seven_h]))
+        for i in range(12))
+    ref, native = _both(data, tmp_path, tool)
+    _assert_same(ref, native)
+    by_port = sorted(ref.flows, key=lambda f: f.connection.client.port)
+    assert [len(f.arrival_bins) for f in by_port] == [MAX_FLOW_BINS] * 9 + [1, 0, 0]
+    assert by_port[0].arrival_bins[-1] == 1000 and sum(by_port[0].arrival_bins) == 2000
+    assert sum(len(f.arrival_bins) for f in ref.flows) <= MAX_CAPTURE_BINS
+    assert [f.unbinned_packets for f in by_port] == [1] * 9 + [2, 3, 3]
+    assert native.notes == ref.notes and ref.notes[0].startswith(
+        "17 data packet(s) of 12 connection(s) lie beyond")
+    # The tool's own defaults are the bounds flows.py defines (and passes as flags).
+    assert _native(data, tmp_path, tool).notes == ref.notes
+
+
+def test_connections_past_the_bound_are_not_analysed(tmp_path: Path, tool: str) -> None:
+    data = _RAW_PCAP + b"".join(
+        b"".join(_transfer(40000 + i, [10, 110, 460 if i == 0 else 260])) for i in range(5))
+    data += _tcp(900, B4, A4, 80, 40004, seq=51, ack=3001)  # an ACK of the 5th: dropped too
+    bounds = {"max_flow_bins": 3, "max_capture_bins": 7, "max_connections": 3}
+    flows, notes = analyse_bounded(read_capture(data).packets, **bounds)
+    native = _native(data, tmp_path, tool, "--max-flow-bins", "3", "--max-capture-bins", "7",
+                     "--max-connections", "3")
+    assert native.flows == flows and native.notes == notes
+    assert sorted(f.connection.client.port for f in flows) == [40000, 40001, 40002]
+    # The first's data reaches bin 4, past its 3 (which it uses up); the second's bin 2;
+    # the third's grant is the 1 left of 7.
+    by_port = sorted(flows, key=lambda f: f.connection.client.port)
+    assert [f.arrival_bins for f in by_port] == [[1000, 1000], [1000, 1000, 1000], [1000]]
+    assert [f.unbinned_packets for f in by_port] == [1, 0, 2]
+    assert notes == [
+        "3 data packet(s) of 2 connection(s) lie beyond the throughput bins' bound (3 bins a "
+        "connection, 7 a capture): counted, not binned. Their timestamps jump further than "
+        "a run lasts; check the node's clock",
+        "13 TCP packet(s) of connections past the first 3 were not analysed (a capture holds "
+        "at most 3 connections)"]
+
+
+def _pcapng(blocks: list[tuple[int, bytes]]) -> bytes:
+    out = struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+    for btype, body in blocks:
+        body += bytes(-len(body) % 4)
+        out += struct.pack("<II", btype, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+    return out
+
+
+def _idb(offset_s: int = 0) -> tuple[int, bytes]:
+    opts = struct.pack("<HHq", 14, 8, offset_s) if offset_s else b""
+    return 1, struct.pack("<HHI", LINKTYPE_RAW, 0, 0) + opts + struct.pack("<HH", 0, 0)
+
+
+def _epb(record: bytes, iface: int = 0) -> tuple[int, bytes]:
+    """The pcap record ``record`` (from :func:`_tcp`) as an enhanced packet block."""
+    sec, usec, caplen, orig_len = struct.unpack_from("<IIII", record)
+    ts = sec * 10**6 + usec
+    return 6, struct.pack("<IIIII", iface, ts >> 32, ts & 0xFFFFFFFF, caplen,
+                          orig_len) + record[16:]
+
+
+def test_timestamps_offset_past_64_bits_are_clamped_alike(tmp_path: Path, tool: str) -> None:
+    """Interface 1's if_tsoffset puts its packets 2^62 s (146 billion years) on: both
+    paths clamp them to 2^62 - 1 ns, and the connection's bins stay bounded."""
+    records = _transfer(40000, [10, 20, 30, 40])
+    blocks = [_idb(), _idb(offset_s=1 << 62)] + [_epb(r, iface=int(i == 5))
+                                                 for i, r in enumerate(records)]
+    ref, native = _both(_pcapng(blocks), tmp_path, tool)
+    _assert_same(ref, native)
+    assert ref.flows[0].unbinned_packets == 1 and len(ref.flows[0].arrival_bins) == 1
+    assert native.notes == ref.notes != []
+    blocks = [_idb(offset_s=-(1 << 62))] + [_epb(r) for r in records]
+    ref, native = _both(_pcapng(blocks), tmp_path, tool)
+    _assert_same(ref, native)
+    assert ref.flows[0].start_ns == -(2**62 - 1) and ref.flows[0].fct_s == 0.0
+
+
+def test_a_pcapng_packet_block_over_2_mib_is_damage_in_both(tmp_path: Path, tool: str) -> None:
+    """The compiled reader holds a block whole, so a block length is bounded like a pcap
+    record's (a real file of 3 MiB, so it is not merely truncated)."""
+    records = _transfer(40000, [10, 20])
+    huge = _epb(records[3] + bytes(3 << 20))
+    ref, native = _both(_pcapng([_idb(), *map(_epb, records), huge]), tmp_path, tool)
+    assert ref.damage is not None and "is more than any capture holds" in str(ref.damage)
+    assert ref.damage.packets_read == 5 and ref.flows[0].data_packets == 2
     _assert_same(ref, native)

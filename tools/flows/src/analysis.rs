@@ -11,6 +11,30 @@ use crate::decode::{decode, Addr, Packet, ACK, FIN, RST, SYN, TCP};
 use crate::reader::{CaptureError, OpenError, Reader};
 use crate::samples::{DelayStats, Samples};
 
+/// The limits on what a capture may make the analysis hold (the reference's
+/// `MAX_FLOW_BINS`, `MAX_CAPTURE_BINS` and `MAX_CONNECTIONS` in flows.py, whose module
+/// docstring says why; the orchestrator passes its own values as flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Bins a connection may have.
+    pub flow_bins: i64,
+    /// Bins all of a capture's connections may have together, granted in order of
+    /// first packet.
+    pub capture_bins: i64,
+    /// Connections analysed; TCP packets of later ones are not.
+    pub connections: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            flow_bins: 216_000,
+            capture_bins: 1 << 21,
+            connections: 1 << 16,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
     pub addr: Addr,
@@ -67,6 +91,7 @@ struct Seen {
     payload_from: [i64; 2], // from a, from b
     first_syn_seq: [Option<u32>; 2],
     first_data: [Option<(u32, i64)>; 2], // (seq, ts)
+    last_data_ts: [Option<i64>; 2],      // the latest data packet's time
     syn: Option<(Endpoint, i64)>,        // client, and its SYN's time
     server: Endpoint,
     handshake: Handshake,
@@ -83,6 +108,7 @@ impl Seen {
             payload_from: [0; 2],
             first_syn_seq: [None; 2],
             first_data: [None; 2],
+            last_data_ts: [None; 2],
             syn: None,
             server: b,
             handshake: Handshake::WaitSyn,
@@ -99,8 +125,12 @@ impl Seen {
             if p.flags & SYN != 0 && self.first_syn_seq[i].is_none() {
                 self.first_syn_seq[i] = Some(p.seq);
             }
-            if p.payload > 0 && self.first_data[i].is_none() {
-                self.first_data[i] = Some((p.seq, p.ts_ns));
+            if p.payload > 0 {
+                if self.first_data[i].is_none() {
+                    self.first_data[i] = Some((p.seq, p.ts_ns));
+                }
+                self.last_data_ts[i] =
+                    Some(self.last_data_ts[i].map_or(p.ts_ns, |t| t.max(p.ts_ns)));
             }
         }
         let (syn, ack) = (p.flags & SYN != 0, p.flags & ACK != 0);
@@ -200,6 +230,8 @@ struct Flow {
     rtt_ns: Option<i64>,
     t0: i64,
     bin_ns: i64,
+    max_bins: i64,
+    unbinned: i64,
     seq_of: Unwrap,
     ack_of: Unwrap,
     arrival: Vec<i64>,
@@ -220,8 +252,20 @@ struct Flow {
     full_ack_ns: Option<i64>,
 }
 
+/// The bin a packet at `ts_ns` falls in (in i128: the difference of two clamped times
+/// fits an i64, but this costs nothing and cannot overflow).
+fn bin_index(ts_ns: i64, t0: i64, bin_ns: i64) -> i128 {
+    (i128::from(ts_ns) - i128::from(t0)).div_euclid(i128::from(bin_ns))
+}
+
 impl Flow {
-    fn new(s: &Seen, bin_ns: i64) -> Flow {
+    /// Bins this connection's data spans (0 without data at or after bin 0): what it
+    /// uses of its grant when none of its data falls beyond it.
+    fn bins_spanned(s: &Seen, side: usize, t0: i64, bin_ns: i64) -> i128 {
+        s.last_data_ts[side].map_or(0, |last| (bin_index(last, t0, bin_ns) + 1).max(0))
+    }
+
+    fn new(s: &Seen, bin_ns: i64, grant: &mut i64, bounds: Bounds) -> Flow {
         let client = s.client().unwrap_or(s.a);
         let server = if client == s.a { s.b } else { s.a };
         let total: i64 = if s.a == s.b {
@@ -248,6 +292,11 @@ impl Flow {
             Handshake::Done(rtt) => rtt,
             _ => None,
         };
+        let t0 = first_data.map_or(s.first_ts, |(_, ts)| ts);
+        // `grant` is what is left of the capture's bins; take at most a flow's share,
+        // and use up as many as the data spans (the reference: `analyse_bounded`).
+        let max_bins = bounds.flow_bins.min(*grant);
+        *grant -= Flow::bins_spanned(s, side, t0, bin_ns).min(i128::from(max_bins)) as i64;
         Flow {
             client,
             server,
@@ -255,8 +304,10 @@ impl Flow {
             start_ns: s.first_ts,
             syn_ts: s.syn.map(|(_, ts)| ts),
             rtt_ns,
-            t0: first_data.map_or(s.first_ts, |(_, ts)| ts),
+            t0,
             bin_ns,
+            max_bins,
+            unbinned: 0,
             seq_of: Unwrap {
                 raw: base,
                 value: 0,
@@ -293,10 +344,14 @@ impl Flow {
             let end = start + p.payload;
             self.data_packets += 1;
             self.payload += p.payload;
-            let index = (p.ts_ns - self.t0).div_euclid(self.bin_ns);
-            add(&mut self.arrival, index, p.payload);
+            let index = bin_index(p.ts_ns, self.t0, self.bin_ns);
             let moved = self.stream.deliver(start, end);
-            add(&mut self.delivered, index, moved);
+            if index < i128::from(self.max_bins) {
+                add(&mut self.arrival, index as i64, p.payload);
+                add(&mut self.delivered, index as i64, moved);
+            } else {
+                self.unbinned += 1;
+            }
             if self.high.is_some_and(|h| start < h) {
                 self.retrans += 1;
                 self.retrans_bytes += p.payload;
@@ -378,6 +433,7 @@ impl Flow {
             bins_t0_ns: self.t0,
             arrival_bins: self.arrival,
             delivered_bins: self.delivered,
+            unbinned_packets: self.unbinned,
         }
     }
 }
@@ -403,6 +459,8 @@ pub struct FlowFigures {
     pub bins_t0_ns: i64,
     pub arrival_bins: Vec<i64>,
     pub delivered_bins: Vec<i64>,
+    /// Data packets beyond the bins' bound: counted, not binned.
+    pub unbinned_packets: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -432,7 +490,33 @@ pub struct CaptureFigures {
     pub packets: u64,
     pub undecoded: u64,
     pub damage: Option<Damage>,
+    /// What the bounds left out, worded as the reference's `bound_notes`.
+    pub notes: Vec<String>,
     pub flows: Vec<FlowFigures>,
+}
+
+/// What the bounds left out of a capture's figures, word for word the reference's
+/// `bound_notes` (flows.py).
+fn bound_notes(flows: &[FlowFigures], dropped_packets: u64, bounds: Bounds) -> Vec<String> {
+    let mut notes = Vec::new();
+    let unbinned: i64 = flows.iter().map(|f| f.unbinned_packets).sum();
+    if unbinned > 0 {
+        let hit = flows.iter().filter(|f| f.unbinned_packets > 0).count();
+        notes.push(format!(
+            "{unbinned} data packet(s) of {hit} connection(s) lie beyond the throughput bins' bound \
+             ({} bins a connection, {} a capture): counted, not binned. Their timestamps jump \
+             further than a run lasts; check the node's clock",
+            bounds.flow_bins, bounds.capture_bins
+        ));
+    }
+    if dropped_packets > 0 {
+        let n = bounds.connections;
+        notes.push(format!(
+            "{dropped_packets} TCP packet(s) of connections past the first {n} were not analysed \
+             (a capture holds at most {n} connections)"
+        ));
+    }
+    notes
 }
 
 /// Every IP packet of the file, in order, until its end or its damage.
@@ -474,15 +558,15 @@ fn key(p: &Packet) -> (Endpoint, Endpoint) {
     }
 }
 
-/// Analyse the capture at `path` in 100 ms (or `bin_ns`) bins.
-pub fn analyse_file(path: &Path, bin_ns: i64) -> Result<CaptureFigures, OpenError> {
+/// Analyse the capture at `path` in 100 ms (or `bin_ns`) bins, within `bounds`.
+pub fn analyse_file(path: &Path, bin_ns: i64, bounds: Bounds) -> Result<CaptureFigures, OpenError> {
     assert!(bin_ns > 0, "bin_ns must be positive");
     let mut reader = Reader::open(path)?;
     let (format, snaplen) = (reader.format.name(), reader.snaplen);
     let mut index: HashMap<(Endpoint, Endpoint), usize> = HashMap::new();
     let mut seen: Vec<Seen> = Vec::new();
     let mut linktypes: Vec<u32> = Vec::new();
-    let (mut frames, mut packets) = (0u64, 0u64);
+    let (mut frames, mut packets, mut dropped) = (0u64, 0u64, 0u64);
     let damage = each_packet(&mut reader, u64::MAX, |p, linktype| {
         frames += 1;
         if !linktypes.contains(&linktype) {
@@ -493,21 +577,38 @@ pub fn analyse_file(path: &Path, bin_ns: i64) -> Result<CaptureFigures, OpenErro
         if p.proto != TCP {
             return;
         }
-        let i = *index.entry(key(p)).or_insert_with(|| {
-            seen.push(Seen::new(p));
-            seen.len() - 1
-        });
+        let k = key(p);
+        let i = match index.get(&k) {
+            Some(&i) => i,
+            None if seen.len() >= bounds.connections => {
+                dropped += 1;
+                return;
+            }
+            None => {
+                seen.push(Seen::new(p));
+                index.insert(k, seen.len() - 1);
+                seen.len() - 1
+            }
+        };
         seen[i].see(p);
     });
-    let mut flows: Vec<Flow> = seen.iter().map(|s| Flow::new(s, bin_ns)).collect();
+    let mut grant = bounds.capture_bins;
+    let mut flows: Vec<Flow> = seen
+        .iter()
+        .map(|s| Flow::new(s, bin_ns, &mut grant, bounds))
+        .collect();
     drop(seen);
     let mut reader = Reader::open(path)?;
     each_packet(&mut reader, frames, |p, _| {
-        if let Some(p) = p.filter(|p| p.proto == TCP) {
-            flows[index[&key(p)]].see(p);
+        let Some(p) = p.filter(|p| p.proto == TCP) else {
+            return;
+        };
+        if let Some(&i) = index.get(&key(p)) {
+            flows[i].see(p); // else a connection past the bound
         }
     });
     let mut flows: Vec<FlowFigures> = flows.into_iter().map(Flow::finish).collect();
+    let notes = bound_notes(&flows, dropped, bounds);
     flows.sort_by_key(|f| Reverse(f.payload_bytes)); // stable: ties keep capture order
     Ok(CaptureFigures {
         format,
@@ -517,6 +618,7 @@ pub fn analyse_file(path: &Path, bin_ns: i64) -> Result<CaptureFigures, OpenErro
         packets,
         undecoded: frames - packets,
         damage: damage.map(Damage::from),
+        notes,
         flows,
     })
 }

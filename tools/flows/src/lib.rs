@@ -11,7 +11,9 @@
 //!   pass finds each connection's client, data direction, initial sequence number, first
 //!   data segment and handshake; the second computes the figures that need those. Memory
 //!   is per connection (its bins, its unacknowledged segments and its distinct delay
-//!   samples, see [`samples`]), never per packet of the capture.
+//!   samples, see [`samples`]), never per packet of the capture; bins and connections
+//!   are capped by [`analysis::Bounds`], so a hostile capture (timestamps years apart,
+//!   millions of connections) cannot make it allocate without limit.
 //! - damage is reported exactly as the reference words it, so a note on a bundle reads
 //!   the same whichever path produced it.
 

@@ -9,6 +9,11 @@ const PCAP_HEADER: u64 = 24;
 const RECORD_HEADER: u64 = 16;
 /// Largest record a sane capture holds (see `_MAX_RECORD` in pcap.py).
 const MAX_RECORD: u32 = 1 << 20;
+/// Largest pcapng block read whole (see `_MAX_BLOCK` in pcap.py): longer is damage.
+const MAX_BLOCK: u64 = 2 * MAX_RECORD as u64;
+/// Timestamps are clamped to this many nanoseconds either side of 1970 (see `_MAX_TS_NS`
+/// in pcap.py), so no difference of two of them overflows an i64.
+const MAX_TS_NS: i128 = (1 << 62) - 1;
 const PCAPNG_SHB: u32 = 0x0A0D_0D0A;
 const PCAPNG_BOM: u32 = 0x1A2B_3C4D;
 const OPT_TSRESOL: u16 = 9;
@@ -363,6 +368,15 @@ impl Reader {
                     self.offset
                 )));
             }
+            if length > MAX_BLOCK && matches!(btype, 1 | 2 | 3 | 6) {
+                let n = self.n;
+                return Err(self.damaged(format!(
+                    "capture damaged at byte {}: pcapng block length {length} is more than any \
+                     capture holds; read it with strict=False to keep the {n} packets before \
+                     the damage",
+                    self.offset
+                )));
+            }
             if self.offset + length > end {
                 return Err(self.truncated("the pcapng block", length));
             }
@@ -516,5 +530,5 @@ fn ts_ns(ts: u64, iface: &Interface) -> i64 {
         (u128::from(ts) * 1_000_000_000 / units) as i128
     };
     let total = ns + i128::from(iface.offset_s) * 1_000_000_000;
-    i64::try_from(total).unwrap_or(if total < 0 { i64::MIN } else { i64::MAX })
+    total.clamp(-MAX_TS_NS, MAX_TS_NS) as i64
 }
