@@ -16,10 +16,15 @@ estimates, D-ITG's logs) are skewed as well, as on a real node whose containers 
 its clock. The monotonic clock is left alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``): a
 wrong wall clock does not change how time passes, and timeouts keep working.
 
-Not covered: the kernel's own timestamps. The node's tcpdump capture stamps packets
-with the kernel's time (the host's, true), and file times are the kernel's; the link
-emulator and the node's shell run unskewed. The fault stays armed until the file is
-removed and the node restarted (it is read at start only). Creating it needs root on
+The kernel's own clock cannot be skewed: the node's tcpdump capture is stamped by the
+kernel (the host's time, true). A skewed node's kernel would stamp it on its wrong
+clock, and ingest moves the capture by the node's offset like everything the node
+stamps; so the agent moves its capture's packet times by the skew when the capture ends
+(:func:`skew_capture`, meta/capture.json says ``emulated_clock_skew_s``). Not covered:
+file times, the link emulator and the node's shell (unskewed), and an experiment image
+without libfaketime (its processes run on the true clock; the C library says it cannot
+preload the library, on the experiment's stderr). The fault stays armed until the file
+is removed and the node restarted (it is read at start only). Creating it needs root on
 the node, as every fault file.
 """
 
@@ -29,6 +34,7 @@ import glob
 import logging
 import math
 import os
+import struct
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,6 +79,50 @@ def experiment_env(environ: Mapping[str, str]) -> dict[str, str]:
     if FAKETIME not in environ or PRELOAD not in environ:
         return {}
     return {k: environ[k] for k in (FAKETIME, DONT_FAKE_MONOTONIC, PRELOAD) if k in environ}
+
+
+def emulated_skew_s(environ: Mapping[str, str]) -> float | None:
+    """The skew an agent runs under (from ``FAKETIME``, as :func:`faketime_env` writes
+    it), or None on the real clock."""
+    if PRELOAD not in environ or FAKETIME not in environ:
+        return None
+    try:
+        return parse_skew(environ[FAKETIME])
+    except SkewError:
+        return None
+
+
+#: Classic pcap magic numbers (as read little-endian) and ticks per second of each.
+_PCAP_MAGIC = {0xA1B2C3D4: 1_000_000, 0xA1B23C4D: 1_000_000_000}
+
+
+def skew_capture(path: Path, skew_s: float) -> int:
+    """Move every packet time of the classic pcap file at ``path`` by ``skew_s``, in
+    place (8 bytes a packet written; a file of any size in constant memory); returns
+    how many packets moved. A record cut short at the end (tcpdump killed) is left as
+    it is. Raises ValueError for a file that is not classic pcap."""
+    moved = 0
+    with path.open("r+b") as f:
+        header = f.read(24)
+        if len(header) < 24:
+            raise ValueError(f"{path.name}: shorter than a pcap header")
+        for order in ("<", ">"):
+            (magic,) = struct.unpack(order + "I", header[:4])
+            if magic in _PCAP_MAGIC:
+                ticks = _PCAP_MAGIC[magic]
+                break
+        else:
+            raise ValueError(f"{path.name}: not a classic pcap file")
+        record = struct.Struct(order + "IIII")
+        shift = round(skew_s * ticks)
+        while len(head := f.read(16)) == 16:
+            sec, frac, incl, orig = record.unpack(head)
+            sec, frac = divmod(sec * ticks + frac + shift, ticks)
+            f.seek(-16, os.SEEK_CUR)
+            f.write(record.pack(sec, frac, incl, orig))
+            f.seek(incl, os.SEEK_CUR)
+            moved += 1
+    return moved
 
 
 def skewed_environment(faults_dir: Path, environ: Mapping[str, str],
