@@ -35,7 +35,7 @@ from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
 from orchestrator.timeseries.influx import InfluxClient, TimeSeriesUnavailable
-from orchestrator.timeseries.lineprotocol import Point, TimeSeriesSink
+from orchestrator.timeseries.lineprotocol import TimeSeriesSink, shifted
 from orchestrator.timeseries.nodeclock import RUN_META, NodeClock, node_clock
 from orchestrator.timeseries.schema import (
     GPS_FILE,
@@ -110,12 +110,6 @@ def campaign_time_offset(s: Session, run: Run) -> timedelta:
         return timedelta(0)
     anchor = spec.time_anchor or campaign.created_at.replace(microsecond=0)
     return TimeScale(spec.time_scale, anchor).offset_at(run.not_before)
-
-
-def shifted(points: list[Point], offset: timedelta) -> list[Point]:
-    """The points moved by ``offset`` (to the microsecond, as stored times are)."""
-    ns = (offset.days * 86_400 + offset.seconds) * 1_000_000_000 + offset.microseconds * 1000
-    return points if ns == 0 else [replace(p, time_ns=p.time_ns + ns) for p in points]
 
 
 def _result_files(ctx: Context, bundle: Bundle) -> tuple[dict[str, bytes], list[str]]:

@@ -42,6 +42,14 @@ class NodeClock:
     note: str | None = None
 
 
+def heartbeat_shift(clock_offset_s: float | None) -> timedelta:
+    """How far a heartbeat's samples (stamped on the node's clock) move: by the offset
+    the node reports in it; not at all when it reports none, or one past belief."""
+    if clock_offset_s is None or not abs(clock_offset_s) <= MAX_OFFSET_S:
+        return timedelta(0)
+    return timedelta(seconds=-clock_offset_s)
+
+
 def node_clock(run_meta: Mapping[str, Any] | None) -> NodeClock:
     """The correction recorded in a run's meta/run.json (parsed); none when the run
     has no record of its node's clock."""
