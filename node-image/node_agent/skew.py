@@ -20,8 +20,11 @@ The kernel's own clock cannot be skewed: the node's tcpdump capture is stamped b
 kernel (the host's time, true). A skewed node's kernel would stamp it on its wrong
 clock, and ingest moves the capture by the node's offset like everything the node
 stamps; so the agent moves its capture's packet times by the skew when the capture ends
-(:func:`skew_capture`, meta/capture.json says ``emulated_clock_skew_s``). Not covered:
-file times, the link emulator and the node's shell (unskewed), and an experiment image
+(:func:`skew_capture`, meta/capture.json says ``emulated_clock_skew_s``). The link
+emulator stays on the true clock (the network's load does not follow the node's clock);
+the emulated modem and GPS readers move its state's times onto the node's clock, as a
+real modem reader stamps samples with the agent's clock. Not covered: file times, the
+node's shell (unskewed), and an experiment image
 without libfaketime (its processes run on the true clock; the C library says it cannot
 preload the library, on the experiment's stderr). The fault stays armed until the file
 is removed and the node restarted (it is read at start only). Creating it needs root on
@@ -37,6 +40,7 @@ import os
 import struct
 import sys
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -90,6 +94,12 @@ def emulated_skew_s(environ: Mapping[str, str]) -> float | None:
         return parse_skew(environ[FAKETIME])
     except SkewError:
         return None
+
+
+def emulated_shift(environ: Mapping[str, str]) -> timedelta:
+    """How far to move a time taken from a process on the true clock (the link
+    emulator's state: the emulated modem and GPS) onto the node's emulated one."""
+    return timedelta(seconds=emulated_skew_s(environ) or 0.0)
 
 
 #: Classic pcap magic numbers (as read little-endian) and ticks per second of each.
