@@ -132,8 +132,19 @@ stage_native_tools() {  # build the Rust tools once and stage them for COPY buil
     for tool in abw linkem; do
         cmp -s "tools/target/release/$tool" "$BIN/$tool" || cp "tools/target/release/$tool" "$BIN/$tool"
     done
+    # skewclock: the fault matrix's wrong clock (tools/skewclock/skewclock.c), a preload
+    # library needing only syscall() and getenv() of the C library.
+    command -v cc >/dev/null || die "cc is missing: tools/skewclock needs a C compiler (gcc)"
+    cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$BIN/libskewclock.so.new" \
+        tools/skewclock/skewclock.c >>"$log" 2>&1 \
+        || { tail -n 30 "$log" >&2; die "building tools/skewclock failed (log: $log)"; }
+    if cmp -s "$BIN/libskewclock.so.new" "$BIN/libskewclock.so"; then
+        rm "$BIN/libskewclock.so.new"
+    else
+        mv "$BIN/libskewclock.so.new" "$BIN/libskewclock.so"
+    fi
     staged_tools=1
-    echo "native tools $BIN: abw, linkem"
+    echo "native tools $BIN: abw, linkem, libskewclock.so"
 }
 
 # ---- images ------------------------------------------------------------------------

@@ -1,20 +1,22 @@
 """An emulated wrong clock for the fault matrix (a node 5 min fast, another 5 min slow),
-armed per node by a file and applied with libfaketime.
+armed per node by a file and applied with a preload library.
 
 Containers share the host's kernel clock, and Linux time namespaces do not cover
-CLOCK_REALTIME, so an emulated node cannot have a wrong clock of its own. libfaketime
-(Debian's ``libfaketime``), preloaded into a process, shifts what the C library's time
-calls return: ``clock_gettime(CLOCK_REALTIME)``, ``gettimeofday``, ``time``. So:
+CLOCK_REALTIME, so an emulated node cannot have a wrong clock of its own. A library
+preloaded into a process can shift what the C library's wall-clock calls return:
+``tools/skewclock`` (``libskewclock.so``, in the node and experiment images) shifts
+``clock_gettime(CLOCK_REALTIME)``, ``gettimeofday``, ``time`` and ``timespec_get`` by
+``TESTBED_CLOCK_SKEW_S`` and leaves the monotonic clock, sleeps and timeouts alone.
+(libfaketime, the usual tool, breaks Python 3.11's ``time.sleep`` or its threads in
+Debian bookworm's 0.9.10: see tools/skewclock/skewclock.c.) So:
 
 ``<state_dir>/faults/clock-skew`` holds seconds (``300``, ``-300``). At start the agent
-reads it and, when armed, starts itself again with libfaketime preloaded
-(``FAKETIME=+300``), so everything the agent stamps (heartbeats, state reports,
-meta/run.json's times, modem/GPS/system samples) is on the skewed clock. It passes the
-same variables to every experiment container it starts (:func:`experiment_env`; the
-experiment images carry libfaketime), so results (iperf3's start time, the abw tool's
-estimates, D-ITG's logs) are skewed as well, as on a real node whose containers share
-its clock. The monotonic clock is left alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``): a
-wrong wall clock does not change how time passes, and timeouts keep working.
+reads it and, when armed, starts itself again with the library preloaded, so
+everything the agent stamps (heartbeats, state reports, meta/run.json's times,
+modem/GPS/system samples) is on the skewed clock. It passes the same variables to
+every experiment container it starts (:func:`experiment_env`), so results (iperf3's
+start time, the abw tool's estimates, D-ITG's logs) are skewed as well, as on a real
+node whose containers share its clock.
 
 The kernel's own clock cannot be skewed: the node's tcpdump capture is stamped by the
 kernel (the host's time, true). A skewed node's kernel would stamp it on its wrong
@@ -24,16 +26,15 @@ stamps; so the agent moves its capture's packet times by the skew when the captu
 emulator stays on the true clock (the network's load does not follow the node's clock);
 the emulated modem and GPS readers move its state's times onto the node's clock, as a
 real modem reader stamps samples with the agent's clock. Not covered: file times, the
-node's shell (unskewed), and an experiment image
-without libfaketime (its processes run on the true clock; the C library says it cannot
-preload the library, on the experiment's stderr). The fault stays armed until the file
-is removed and the node restarted (it is read at start only). Creating it needs root on
-the node, as every fault file.
+node's shell, statically linked programs, and experiment images without the library
+(they run on the true clock; the dynamic loader says it cannot preload it, on the
+experiment's stderr). The fault stays armed until the file is removed and the node
+restarted (it is read at start only). Creating it needs root on the node, as every
+fault file.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
 import math
 import os
@@ -46,12 +47,11 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 CLOCK_SKEW = "clock-skew"
-#: libfaketime's variables: the offset, and the clocks it leaves alone.
-FAKETIME = "FAKETIME"
-DONT_FAKE_MONOTONIC = "FAKETIME_DONT_FAKE_MONOTONIC"
+#: The library's variable: seconds the wall clock is off (positive: fast).
+SKEW_ENV = "TESTBED_CLOCK_SKEW_S"
 PRELOAD = "LD_PRELOAD"
-#: Where Debian's libfaketime installs the library (multiarch), in every testbed image.
-LIBRARY_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
+#: Where the node and experiment images carry tools/skewclock.
+LIBRARY = "/usr/local/lib/libskewclock.so"
 #: Largest skew accepted, seconds: a day is far past any fault the matrix emulates.
 MAX_SKEW_S = 86_400.0
 
@@ -72,28 +72,27 @@ def parse_skew(text: str) -> float:
     return skew
 
 
-def faketime_env(skew_s: float, library: str) -> dict[str, str]:
+def skew_env(skew_s: float, library: str = LIBRARY) -> dict[str, str]:
     """The variables that put a process on a clock ``skew_s`` seconds off."""
-    return {FAKETIME: f"{skew_s:+g}", DONT_FAKE_MONOTONIC: "1", PRELOAD: library}
+    return {SKEW_ENV: f"{skew_s:+g}", PRELOAD: library}
+
+
+def emulated_skew_s(environ: Mapping[str, str]) -> float | None:
+    """The skew a process runs under (as :func:`skew_env` sets it), or None on the
+    real clock."""
+    if SKEW_ENV not in environ or LIBRARY not in environ.get(PRELOAD, ""):
+        return None
+    try:
+        return parse_skew(environ[SKEW_ENV])
+    except SkewError:
+        return None
 
 
 def experiment_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The emulated skew an agent runs under (empty when it runs on the real clock), for
     the experiment containers it starts: they share the node's clock."""
-    if FAKETIME not in environ or PRELOAD not in environ:
-        return {}
-    return {k: environ[k] for k in (FAKETIME, DONT_FAKE_MONOTONIC, PRELOAD) if k in environ}
-
-
-def emulated_skew_s(environ: Mapping[str, str]) -> float | None:
-    """The skew an agent runs under (from ``FAKETIME``, as :func:`faketime_env` writes
-    it), or None on the real clock."""
-    if PRELOAD not in environ or FAKETIME not in environ:
-        return None
-    try:
-        return parse_skew(environ[FAKETIME])
-    except SkewError:
-        return None
+    skew = emulated_skew_s(environ)
+    return {} if skew is None else skew_env(skew)
 
 
 def emulated_shift(environ: Mapping[str, str]) -> timedelta:
@@ -135,8 +134,8 @@ def skew_capture(path: Path, skew_s: float) -> int:
     return moved
 
 
-def skewed_environment(faults_dir: Path, environ: Mapping[str, str],
-                       libraries: list[str]) -> dict[str, str] | None:
+def skewed_environment(faults_dir: Path, environ: Mapping[str, str], *,
+                       library_present: bool) -> dict[str, str] | None:
     """The environment to start the agent again in, when the fault is armed and the
     agent does not run under it yet; None otherwise. Raises :class:`SkewError` when it
     is armed but cannot be applied."""
@@ -146,27 +145,28 @@ def skewed_environment(faults_dir: Path, environ: Mapping[str, str],
         return None
     except OSError as e:
         raise SkewError(f"cannot read {faults_dir / CLOCK_SKEW}: {e}") from e
-    if FAKETIME in environ:
+    if SKEW_ENV in environ:
         return None  # already started under it
     skew = parse_skew(text)
-    if not libraries:
-        raise SkewError(f"{CLOCK_SKEW} is armed but libfaketime is not installed "
-                        f"({LIBRARY_GLOB}; Debian package libfaketime)")
-    return {**environ, **faketime_env(skew, sorted(libraries)[0])}
+    if not library_present:
+        raise SkewError(f"{CLOCK_SKEW} is armed but {LIBRARY} is not in the image "
+                        "(scripts/build-images.sh node builds it from tools/skewclock)")
+    return {**environ, **skew_env(skew)}
 
 
 def restart_skewed_if_armed(state_dir: Path) -> None:
     """Start the agent again on the emulated clock when the fault is armed (does not
     return then); a fault that cannot be applied is logged and the agent runs on."""
     try:
-        env = skewed_environment(state_dir / "faults", os.environ, glob.glob(LIBRARY_GLOB))
+        env = skewed_environment(state_dir / "faults", os.environ,
+                                 library_present=Path(LIBRARY).is_file())
     except SkewError as e:
         log.error("clock skew fault not applied: %s", e)
         return
     if env is None:
         return
-    log.warning("fault armed: clock skew of %s s (libfaketime); restarting on it",
-                env[FAKETIME])
+    log.warning("fault armed: clock skew of %s s (%s); restarting on it",
+                env[SKEW_ENV], LIBRARY)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "node_agent.main", *sys.argv[1:]], env)

@@ -1,9 +1,9 @@
 """Fault matrix row 6: a node whose clock is 5 min fast, then 5 min slow.
 
-The skew is real for the node's processes: the agent is started again under libfaketime
-(``faults/clock-skew``, node_agent/skew.py) and hands the same clock to its experiment
-containers, so heartbeats, state reports, the run's meta/run.json, the modem samples and
-iperf3's own start time are all 5 min off. What a user checks:
+The skew is real for the node's processes: the agent is started again with
+tools/skewclock preloaded (``faults/clock-skew``, node_agent/skew.py) and hands the same
+clock to its experiment containers, so heartbeats, state reports, the run's
+meta/run.json, the modem samples and iperf3's own start time are all 5 min off. What a user checks:
 
 - the run starts when it was booked, in orchestrator time (its ``running`` transition,
   stamped by the orchestrator, is within a few seconds of ``not_before``);

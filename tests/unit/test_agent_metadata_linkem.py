@@ -187,8 +187,8 @@ def test_on_an_emulated_wrong_clock_linkem_samples_are_stamped_on_it(
     true_modem = LinkemModemReader(str(tmp_path / "{interface}.json")).read("op0")
     true_gps = LinkemGpsReader(str(path)).read()
     assert true_modem is not None and true_gps is not None
-    monkeypatch.setenv("FAKETIME", "-300")
-    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+    monkeypatch.setenv("TESTBED_CLOCK_SKEW_S", "-300")
+    monkeypatch.setenv("LD_PRELOAD", "/usr/local/lib/libskewclock.so")
     modem = LinkemModemReader(str(tmp_path / "{interface}.json")).read("op0")
     gps = LinkemGpsReader(str(path)).read()
     assert modem is not None and gps is not None

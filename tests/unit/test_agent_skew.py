@@ -1,5 +1,5 @@
-"""The emulated wrong clock: armed by a file, applied with libfaketime to the agent and
-handed to its experiments; inert when not armed."""
+"""The emulated wrong clock: armed by a file, applied with tools/skewclock to the agent
+and handed to its experiments; inert when not armed."""
 
 from __future__ import annotations
 
@@ -17,31 +17,31 @@ from node_agent.skew import (
     skewed_environment,
 )
 
-LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+LIB = "/usr/local/lib/libskewclock.so"
 
 
 def test_unarmed_means_the_real_clock(tmp_path: Path) -> None:
-    assert skewed_environment(tmp_path / "faults", {"PATH": "/bin"}, [LIB]) is None
+    assert skewed_environment(tmp_path / "faults", {"PATH": "/bin"},
+                              library_present=True) is None
     assert experiment_env({"PATH": "/bin", "LD_PRELOAD": "/x.so"}) == {}
 
 
 def test_armed_restarts_the_agent_on_a_skewed_clock(tmp_path: Path) -> None:
     (tmp_path / CLOCK_SKEW).write_text("-300\n")
-    env = skewed_environment(tmp_path, {"PATH": "/bin"}, [LIB])
-    assert env == {"PATH": "/bin", "FAKETIME": "-300", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                   "LD_PRELOAD": LIB}
+    env = skewed_environment(tmp_path, {"PATH": "/bin"}, library_present=True)
+    assert env == {"PATH": "/bin", "TESTBED_CLOCK_SKEW_S": "-300", "LD_PRELOAD": LIB}
     # Started again under it: not once more; and its experiments get the same clock.
-    assert skewed_environment(tmp_path, env, [LIB]) is None
-    assert experiment_env(env) == {"FAKETIME": "-300", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                                   "LD_PRELOAD": LIB}
+    assert skewed_environment(tmp_path, env, library_present=True) is None
+    assert experiment_env(env) == {"TESTBED_CLOCK_SKEW_S": "-300", "LD_PRELOAD": LIB}
     (tmp_path / CLOCK_SKEW).write_text("300")
-    assert skewed_environment(tmp_path, {}, [LIB])["FAKETIME"] == "+300"  # type: ignore[index]
+    fast = skewed_environment(tmp_path, {}, library_present=True)
+    assert fast is not None and fast["TESTBED_CLOCK_SKEW_S"] == "+300"
 
 
 def test_a_fault_that_cannot_be_applied_says_why(tmp_path: Path) -> None:
     (tmp_path / CLOCK_SKEW).write_text("300")
-    with pytest.raises(SkewError, match="libfaketime is not installed"):
-        skewed_environment(tmp_path, {}, [])
+    with pytest.raises(SkewError, match="libskewclock.so is not in the image"):
+        skewed_environment(tmp_path, {}, library_present=False)
     for bad in ("5 min", "nan", "1e9", ""):
         with pytest.raises(SkewError, match="clock-skew"):
             parse_skew(bad)
@@ -79,5 +79,5 @@ def test_the_nodes_capture_is_stamped_on_the_emulated_clock(tmp_path: Path) -> N
 
 def test_emulated_skew_is_read_from_the_agents_environment() -> None:
     assert emulated_skew_s({}) is None
-    assert emulated_skew_s({"FAKETIME": "+300", "LD_PRELOAD": LIB}) == 300.0
-    assert emulated_skew_s({"FAKETIME": "+300"}) is None  # not preloaded: real clock
+    assert emulated_skew_s({"TESTBED_CLOCK_SKEW_S": "+300", "LD_PRELOAD": LIB}) == 300.0
+    assert emulated_skew_s({"TESTBED_CLOCK_SKEW_S": "+300"}) is None  # not preloaded
