@@ -157,7 +157,18 @@ stage_native_tools() {  # build the Rust tools once and stage them for COPY buil
     for tool in abw linkem testbed-flows; do
         cmp -s "tools/target/release/$tool" "$BIN/$tool" || cp "tools/target/release/$tool" "$BIN/$tool"
     done
-    phase_end "Rust tools (cargo build)" "$BIN: abw, linkem, testbed-flows"
+    # skewclock: the fault matrix's wrong clock (tools/skewclock/skewclock.c), a preload
+    # library needing only syscall() and getenv() of the C library.
+    command -v cc >/dev/null || die "cc is missing: tools/skewclock needs a C compiler (gcc)"
+    cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$BIN/libskewclock.so.new" \
+        tools/skewclock/skewclock.c >>"$log" 2>&1 \
+        || { tail -n 30 "$log" >&2; die "building tools/skewclock failed (log: $log)"; }
+    if cmp -s "$BIN/libskewclock.so.new" "$BIN/libskewclock.so"; then
+        rm "$BIN/libskewclock.so.new"
+    else
+        mv "$BIN/libskewclock.so.new" "$BIN/libskewclock.so"
+    fi
+    phase_end "Rust tools (cargo build)" "$BIN: abw, linkem, testbed-flows, libskewclock.so"
 }
 start_native_tools() {  # the cargo build, in the background (it needs no Docker)
     [ -z "$tools_pid" ] || return 0

@@ -27,7 +27,13 @@ from node_agent import __version__
 from node_agent.assignments import AssignmentBook, load_book, save_book
 from node_agent.backoff import Backoff
 from node_agent.client import OrchestratorClient
-from node_agent.clock import clock_offset_s
+from node_agent.clock import (
+    estimate,
+    load_estimate,
+    on_node_clock,
+    orchestrator_time,
+    save_estimate,
+)
 from node_agent.config import AgentConfig
 from node_agent.errors import (
     AgentError,
@@ -88,7 +94,9 @@ class Agent:
         self.account_path = state / "sim-account.json"
         self.account = load_account(self.account_path)  # under _lock
         self.heartbeat_interval_s = config.heartbeat_interval_s
-        self.clock_offset_s: float | None = None
+        #: The last clock offset estimate, kept across restarts (node_agent.clock).
+        self.clock_path = state / "clock.json"
+        self.clock_estimate = load_estimate(self.clock_path)
         #: Time of the last sample of each metadata source a heartbeat delivered.
         self._metadata_sent: dict[str, str] = {}
         self._lock = threading.Lock()  # book, _current, _final_on_server
@@ -198,7 +206,7 @@ class Agent:
             body = Heartbeat(
                 sent_at=sent_at,
                 interfaces=snapshot(self.config, self.counters),
-                clock_offset_s=self.clock_offset_s,
+                clock_offset_s=self.clock_estimate.offset_s if self.clock_estimate else None,
                 disk_free_bytes=shutil.disk_usage(self.config.state_dir).free,
                 running_run_ids=running,
                 spooled_bundles=len(self.spool),
@@ -222,9 +230,10 @@ class Agent:
                 self._wake_sender.set()  # back in contact: deliver what waited, now
             backoff.reset()
             self._metadata_sent.update(marks)
-            self.clock_offset_s = clock_offset_s(
+            self.clock_estimate = estimate(
                 sent_at=sent_at, received_at=self.clock(), server_time=reply.server_time
             )
+            save_estimate(self.clock_estimate, self.clock_path)
             self.heartbeat_interval_s = reply.heartbeat_interval_s
             self._take_orders(reply.assignments, reply.cancel_run_ids)
             with self._lock:
@@ -258,7 +267,8 @@ class Agent:
 
     def _executor_loop(self) -> None:
         while not self._stopping.is_set():
-            now = self.clock()
+            # Slots are in orchestrator time: compare them with the corrected clock.
+            now = orchestrator_time(self.clock(), self.clock_estimate)
             with self._lock:
                 for missed in self.book.missed(now):
                     self.book.take(missed.run_id)
@@ -299,7 +309,8 @@ class Agent:
             log.error("run %s: %s", a.run_id, over_cap)
             self._report(a.run_id, RunState.FAILED, over_cap)
             return RunOutcome(RunState.FAILED, over_cap)
-        spec = deploy(a, self.config, report=self._report)
+        clock = self.clock_estimate  # the offset this run uses, recorded in its bundle
+        spec = deploy(on_node_clock(a, clock), self.config, report=self._report, clock=clock)
         if isinstance(spec, RunOutcome):
             return spec  # refused, and reported
         run_dir = self.work_dir / a.run_id

@@ -20,6 +20,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import re
 import tarfile
 import tempfile
@@ -32,6 +33,7 @@ import docker.errors
 
 from node_agent.errors import RunnerError
 from node_agent.rundir import agent_note
+from node_agent.skew import experiment_env
 from node_agent.spec import RESULTS_PATH, RunSpec
 from testbed_common.bundle import BundleError, safe_extract
 
@@ -156,7 +158,8 @@ class DockerEngine:
                 name=name,
                 labels={LABEL_RUN: spec.run_id, LABEL_NODE: self.node_id},
                 network_mode=f"container:{spec.netns_container}",
-                environment=spec.environment(),
+                # A node on an emulated wrong clock gives its experiments the same.
+                environment={**spec.environment(), **experiment_env(os.environ)},
                 cap_add=["NET_RAW"] if self.net_raw else None,
                 detach=True,
             )

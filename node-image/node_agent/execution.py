@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from node_agent import __version__
+from node_agent.clock import ClockEstimate
 from node_agent.config import AgentConfig
 from node_agent.errors import RunnerError
 from node_agent.interfaces import interface_address
@@ -35,10 +36,11 @@ log = logging.getLogger(__name__)
 Report = Callable[[str, RunState, str], None]
 
 
-def deploy(a: Assignment, config: AgentConfig, *, report: Report) -> RunSpec | RunOutcome:
+def deploy(a: Assignment, config: AgentConfig, *, report: Report,
+           clock: ClockEstimate | None = None) -> RunSpec | RunOutcome:
     """The run's spec; or, when the node refuses the run (too little disk, an interface
     it does not have), the FAILED outcome, reported. DEPLOYING is reported once the
-    disk has room."""
+    disk has room. ``clock``: the offset estimate the run's bundle records."""
     refusal = disk_refusal(free_bytes=shutil.disk_usage(config.state_dir).free,
                            min_free_bytes=config.min_free_disk_bytes,
                            path=str(config.state_dir))
@@ -49,7 +51,8 @@ def deploy(a: Assignment, config: AgentConfig, *, report: Report) -> RunSpec | R
     report(a.run_id, RunState.DEPLOYING, f"deploying {a.image} on {a.interface}")
     try:
         return build_spec(a, config,
-                          interface_address=interface_address(config, a.interface))
+                          interface_address=interface_address(config, a.interface),
+                          clock=clock)
     except RunnerError as e:
         report(a.run_id, RunState.FAILED, str(e))
         return RunOutcome(RunState.FAILED, str(e))

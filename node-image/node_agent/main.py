@@ -23,6 +23,7 @@ from node_agent.metadata.sampler import MetadataSampler, gps_from_config, reader
 from node_agent.metadata.server import MetadataServer
 from node_agent.metadata.system import SystemReader
 from node_agent.runner import DockerRunner
+from node_agent.skew import restart_skewed_if_armed
 
 log = logging.getLogger("node_agent")
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         config = load_config()
+        restart_skewed_if_armed(config.state_dir)  # the fault matrix's wrong clock
         dock = docker.from_env()
         dock.ping()
     except AgentError as e:

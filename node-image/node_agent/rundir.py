@@ -59,5 +59,8 @@ def write_run_meta(spec: RunSpec, run_dir: Path, outcome: RunOutcome) -> None:
         "counters_before": outcome.counters_before,
         "counters_after": outcome.counters_after,
         "agent_version": __version__,
+        # The node's clock offset the run used (node_agent.clock): the times above and
+        # in results/ and meta/ are on the node's clock; ingest moves them by it.
+        "clock": spec.clock.to_json() if spec.clock is not None else None,
     }
     (meta / "run.json").write_text(json.dumps(doc, indent=2))

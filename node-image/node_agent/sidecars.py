@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -24,6 +25,7 @@ from node_agent.rundir import agent_note
 from node_agent.server_capture import META_FILE as SERVER_CAPTURE_META
 from node_agent.server_capture import ServerCapture, capture_limit_s
 from node_agent.server_capture import disabled_document as server_capture_disabled
+from node_agent.skew import emulated_skew_s, skew_capture
 from node_agent.spec import RunSpec
 from testbed_common.capture import RunningCapture, capture_member, disabled_document
 
@@ -103,6 +105,7 @@ class NodeCapture:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     capture.path.replace(target)
                     doc["file"] = member
+                    _emulate_skew(target, doc)
                     with contextlib.suppress(OSError):
                         capture.path.parent.rmdir()
                 except OSError as e:
@@ -111,6 +114,19 @@ class NodeCapture:
                 log.warning("run %s: capture: %s", self.run_id, doc["error"])
                 agent_note(run_dir, f"packet capture: {doc['error']}")
         (meta / "capture.json").write_text(json.dumps(doc, indent=2))
+
+
+def _emulate_skew(pcap: Path, doc: dict[str, Any]) -> None:
+    """On the fault matrix's emulated wrong clock (node_agent.skew), stamp the node's
+    capture on it too, as a skewed kernel would have."""
+    skew = emulated_skew_s(os.environ)
+    if skew is None:
+        return
+    try:
+        skew_capture(pcap, skew)
+        doc["emulated_clock_skew_s"] = skew
+    except (OSError, ValueError) as e:
+        doc["error"] = f"cannot move the capture to the emulated clock: {e}"
 
 
 class ServerSideCapture:

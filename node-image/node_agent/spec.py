@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from node_agent.clock import ClockEstimate
 from node_agent.config import AgentConfig
 from node_agent.errors import RunnerError
 from testbed_common.wire import Assignment, Operator
@@ -44,6 +45,9 @@ class RunSpec:
     metadata_url: str | None = None
     #: The measurement server's capture service (the agent's, not the experiment's).
     server_capture_url: str | None = None
+    #: The node's clock offset estimate when the run was deployed (meta/run.json's
+    #: ``clock``): ``deadline`` is already in node time (node_agent.clock).
+    clock: ClockEstimate | None = None
 
     def config_json(self) -> dict[str, Any]:
         return {
@@ -79,7 +83,8 @@ class RunSpec:
 
 
 def build_spec(
-    assignment: Assignment, config: AgentConfig, *, interface_address: str | None
+    assignment: Assignment, config: AgentConfig, *, interface_address: str | None,
+    clock: ClockEstimate | None = None,
 ) -> RunSpec:
     """The run's spec from its assignment and the node's interface table (pure)."""
     iface = config.interface(assignment.interface)
@@ -104,4 +109,5 @@ def build_spec(
         metadata_url=(f"http://127.0.0.1:{config.metadata_port}"
                       if config.metadata_port else None),
         server_capture_url=iface.server_capture_url,
+        clock=clock,
     )

@@ -15,12 +15,17 @@ def node() -> None:
     """Nodes of the fleet."""
 
 
-NODE_COLUMNS = ["id", "health", "country", "interfaces", "last_heartbeat_at", "agent_version"]
+NODE_COLUMNS = ["id", "health", "country", "interfaces", "last_heartbeat_at", "clock_offset_s",
+                "agent_version"]
 
 
 def _node_row(n: dict[str, Any]) -> dict[str, Any]:
+    """A node as ``node list`` shows it; the clock offset (node clock minus the
+    orchestrator's, as its agent last estimated it) to the millisecond."""
     ifaces = ",".join(f"{i['name']}:{i['mcc_mnc']}" for i in n.get("interfaces", []))
-    return {**n, "interfaces": ifaces or "-"}
+    offset = n.get("clock_offset_s")
+    return {**n, "interfaces": ifaces or "-",
+            "clock_offset_s": f"{offset:+.3f}" if offset is not None else "-"}
 
 
 @node.command("add")

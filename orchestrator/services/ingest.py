@@ -12,13 +12,18 @@ points move by how far campaign time is ahead of wall time at the run's booked s
 (:meth:`TimeScale.offset_at`), keeping their spacing within the run. A day of hourly
 runs compressed into minutes then lands on a day's hours, and the hourly, daily and
 time-of-day views show it as the campaign meant it; at ``time_scale`` 1 nothing moves.
+
+Before that, the points the node stamped on its own clock (results, the node's capture,
+its metadata samples) move to orchestrator time by the clock offset the agent recorded
+in the run's meta/run.json (:mod:`orchestrator.timeseries.nodeclock`); the archive keeps
+the node's times. The server's side is on the server's clock and is not moved.
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
@@ -35,7 +40,8 @@ from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
 from orchestrator.timeseries.influx import InfluxClient, TimeSeriesUnavailable
-from orchestrator.timeseries.lineprotocol import Point, TimeSeriesSink
+from orchestrator.timeseries.lineprotocol import TimeSeriesSink, shifted
+from orchestrator.timeseries.nodeclock import RUN_META, NodeClock, node_clock
 from orchestrator.timeseries.schema import (
     GPS_FILE,
     MODEM_FILE,
@@ -46,13 +52,14 @@ from orchestrator.timeseries.schema import (
 )
 from testbed_common.bundle import BundleError
 from testbed_common.tarstream import TarReader, open_decompressed
+from testbed_common.untrusted import load_json
 
 log = logging.getLogger(__name__)
 
 #: Result files and the agent's modem/GPS samples are turned into points; logs and the
 #: other metadata are archived as they are.
 RESULT_PREFIX = "results/"
-METADATA_FILES = frozenset({MODEM_FILE, GPS_FILE, SYSTEM_FILE})
+METADATA_FILES = frozenset({MODEM_FILE, GPS_FILE, SYSTEM_FILE, RUN_META})
 
 
 @dataclass(frozen=True)
@@ -108,12 +115,6 @@ def campaign_time_offset(s: Session, run: Run) -> timedelta:
         return timedelta(0)
     anchor = spec.time_anchor or campaign.created_at.replace(microsecond=0)
     return TimeScale(spec.time_scale, anchor).offset_at(run.not_before)
-
-
-def shifted(points: list[Point], offset: timedelta) -> list[Point]:
-    """The points moved by ``offset`` (to the microsecond, as stored times are)."""
-    ns = (offset.days * 86_400 + offset.seconds) * 1_000_000_000 + offset.microseconds * 1000
-    return points if ns == 0 else [replace(p, time_ns=p.time_ns + ns) for p in points]
 
 
 def _is_capture(name: str) -> bool:
@@ -188,7 +189,7 @@ def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
             captures: dict[str, Callable[[], CaptureFlows]] = {
                 name: partial(flowtool.analyse_file, path, tool=tool)
                 for name, path in spooled.items() if tool is not None}
-            built = bundle_points(files, run, captures=captures,
+            built = run_points(files, run, captures=captures,
                                   max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
     except (BundleError, OSError) as e:  # archived, so inspected: damaged since
         return BundlePoints(points=[], notes=[f"bundle unreadable: {e}"])
@@ -197,6 +198,32 @@ def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
         return BundlePoints(points=[], notes=[f"conversion to points failed: {e!r}"])
     built.notes[:0] = skipped
     return built
+
+
+def run_points(files: Mapping[str, bytes], run: RunContext, *,
+               captures: Mapping[str, Callable[[], CaptureFlows]] | None = None,
+               max_json_bytes: int) -> BundlePoints:
+    """The points of a run's files (what :func:`_result_files` reads: results/ and the
+    agent's meta/ files, all stamped on the node's clock) in orchestrator time: moved by
+    the clock offset meta/run.json records (:mod:`orchestrator.timeseries.nodeclock`)."""
+    node_files = dict(files)
+    clock = _node_clock(node_files.pop(RUN_META, None), max_json_bytes)
+    built = bundle_points(node_files, run, captures=captures, max_json_bytes=max_json_bytes)
+    if clock.note:
+        built.notes.append(clock.note)
+    return replace(built, points=shifted(built.points, clock.shift))
+
+
+def _node_clock(run_meta: bytes | None, max_bytes: int) -> NodeClock:
+    """The node-clock correction recorded in meta/run.json; an unreadable record moves
+    nothing and says so (the results are still written)."""
+    if run_meta is None:
+        return NodeClock()
+    try:
+        doc = load_json(run_meta, what=RUN_META, max_bytes=max_bytes)
+    except BundleError as e:
+        return NodeClock(note=f"{e}; points written as the node stamped them")
+    return node_clock(doc if isinstance(doc, dict) else None)
 
 
 def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> IngestPass:

@@ -25,7 +25,8 @@ from orchestrator.services.context import Context
 from orchestrator.services.runs import transition
 from orchestrator.services.views import node_public
 from orchestrator.store.tables import Interface, Node, Run
-from orchestrator.timeseries.lineprotocol import Point, encode
+from orchestrator.timeseries.lineprotocol import Point, encode, shifted
+from orchestrator.timeseries.nodeclock import heartbeat_shift
 from orchestrator.timeseries.schema import RunContext, live_points
 from testbed_common import wire
 from testbed_common.states import RunState
@@ -167,6 +168,8 @@ def _buffer_live_points(ctx: Context, node: Node, meta: wire.LiveMetadata) -> No
     except (ValueError, KeyError, TypeError) as e:
         log.warning("node %s: heartbeat metadata not turned into points: %s", node.id, e)
         return
+    # Stamped on the node's clock: to orchestrator time, as its runs' points are.
+    points = shifted(points, heartbeat_shift(node.clock_offset_s))
     ctx.live.add([p for p in points if _encodable(node.id, p)])
 
 

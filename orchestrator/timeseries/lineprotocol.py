@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Protocol
 
 FieldValue = float | int | bool | str
@@ -104,3 +105,10 @@ def encode(point: Point) -> str:
 def encode_batch(points: Iterable[Point]) -> bytes:
     """Points as a ``/write`` request body: one line each, UTF-8."""
     return "".join(encode(p) + "\n" for p in points).encode()
+
+
+def shifted(points: list[Point], offset: timedelta) -> list[Point]:
+    """The points moved by ``offset`` (to the microsecond, as stored times are): to
+    campaign time, or from a node's clock to the orchestrator's."""
+    ns = (offset.days * 86_400 + offset.seconds) * 1_000_000_000 + offset.microseconds * 1000
+    return points if ns == 0 else [replace(p, time_ns=p.time_ns + ns) for p in points]

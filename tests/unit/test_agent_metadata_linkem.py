@@ -174,3 +174,23 @@ def test_the_agent_bundles_the_modem_samples_of_the_run(tmp_path: Path) -> None:
         cells = [json.loads(line)["cell_id"] for line in handle.read().splitlines()]
     assert {"meta/run.json", "meta/modem.jsonl"} <= names
     assert cells == [7, 8]  # before and after the handover
+
+
+def test_on_an_emulated_wrong_clock_linkem_samples_are_stamped_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """linkem runs on the true clock; an agent on the fault matrix's emulated skew
+    (node_agent.skew) stamps the emulated modem's and GPS's samples on the node's clock,
+    as a real modem reader stamps them with the agent's clock."""
+    path = tmp_path / "op0.json"
+    write(path, state(7, 0, position={"lat": 59.9, "lon": 10.7}))
+    true_modem = LinkemModemReader(str(tmp_path / "{interface}.json")).read("op0")
+    true_gps = LinkemGpsReader(str(path)).read()
+    assert true_modem is not None and true_gps is not None
+    monkeypatch.setenv("TESTBED_CLOCK_SKEW_S", "-300")
+    monkeypatch.setenv("LD_PRELOAD", "/usr/local/lib/libskewclock.so")
+    modem = LinkemModemReader(str(tmp_path / "{interface}.json")).read("op0")
+    gps = LinkemGpsReader(str(path)).read()
+    assert modem is not None and gps is not None
+    assert modem.time == true_modem.time - timedelta(seconds=300)
+    assert gps.time == true_gps.time - timedelta(seconds=300)

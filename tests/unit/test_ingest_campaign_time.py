@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from orchestrator.services.ingest import shifted
-from orchestrator.timeseries.lineprotocol import Point
+from orchestrator.timeseries.lineprotocol import Point, shifted
 
 
 def test_shift_keeps_spacing_and_zero_is_identity() -> None:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from node_agent.metadata.modem import MetadataError
+from node_agent.skew import emulated_shift
 
 WATCH = b'?WATCH={"enable":true,"json":true}\n'
 #: gpsd's TPV ``mode``: 0 unknown, 1 no fix, 2 2D, 3 3D.
@@ -140,6 +142,8 @@ class LinkemGpsReader:
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
+        #: linkem runs on the true clock: its times onto an emulated wrong one.
+        self._skew = emulated_shift(os.environ)
 
     def read(self) -> GpsSample | None:
         try:
@@ -150,4 +154,7 @@ class LinkemGpsReader:
             raise MetadataError(f"cannot read linkem state {self.path}: {e}") from e
         if not isinstance(doc, dict):
             raise MetadataError(f"linkem state {self.path} is not a JSON object")
-        return parse_linkem_position(doc)
+        sample = parse_linkem_position(doc)
+        if sample is None or not self._skew:
+            return sample
+        return replace(sample, time=sample.time + self._skew)

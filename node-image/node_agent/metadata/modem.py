@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+from node_agent.skew import emulated_shift
 
 DEFAULT_LINKEM_PATH = "/run/linkem/{interface}.json"
 
@@ -103,6 +106,8 @@ class LinkemModemReader:
 
     def __init__(self, path_pattern: str = DEFAULT_LINKEM_PATH) -> None:
         self.path_pattern = path_pattern
+        #: linkem runs on the true clock: its times onto an emulated wrong one.
+        self._skew = emulated_shift(os.environ)
 
     def path(self, interface: str) -> Path:
         return Path(self.path_pattern.format(interface=interface))
@@ -117,7 +122,8 @@ class LinkemModemReader:
             raise MetadataError(f"cannot read linkem state {path}: {e}") from e
         if not isinstance(doc, dict):
             raise MetadataError(f"linkem state {path} is not a JSON object")
-        return parse_linkem_state(doc, interface)
+        sample = parse_linkem_state(doc, interface)
+        return replace(sample, time=sample.time + self._skew) if self._skew else sample
 
 
 # -- ModemManager (mmcli -J) ---------------------------------------------------------------
