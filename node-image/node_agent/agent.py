@@ -32,7 +32,7 @@ from node_agent.errors import (
     Unauthorized,
 )
 from node_agent.execution import bundle_run, deploy, run_session
-from node_agent.faults import FaultyUploads
+from node_agent.faults import FaultyUploads, disarm_all
 from node_agent.interfaces import CounterSource, snapshot
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
@@ -78,7 +78,8 @@ class Agent:
         self.outbox = Outbox(state / "outbox")
         self.spool = Spool(state / "spool")
         #: Bundles go through the fault-injection hook (inert unless armed on the node).
-        self._uploads = FaultyUploads(client, state / "faults")
+        self._faults_dir = state / "faults"
+        self._uploads = FaultyUploads(client, self._faults_dir)
         self.work_dir = state / "work"
         self.book_path = state / "assignments.json"
         self.book: AssignmentBook = load_book(self.book_path)
@@ -98,6 +99,7 @@ class Agent:
 
     def run(self) -> None:
         """Run until :meth:`stop`; returns after a last attempt to send what is pending."""
+        disarm_all(self._faults_dir)
         removed = self.runner.remove_leftovers()
         if removed:
             log.warning("removed containers of an earlier agent life: %s", ", ".join(removed))
