@@ -80,7 +80,7 @@ def _uploaded_total(fleet: Fleet) -> int:
 
 
 def _agent_log(node: str, since: str) -> str:
-    """The agent's log (stdout and stderr) since ``since`` (RFC 3339)."""
+    """The agent's log (stdout and stderr) since ``since`` (a Unix time)."""
     logs = subprocess.run(["docker", "logs", "--since", since, container(node)],
                           capture_output=True, text=True, check=True)
     return logs.stdout + logs.stderr
@@ -222,7 +222,7 @@ def test_row4_measurement_server_killed_mid_run(fleet: Fleet) -> None:
     if ended["state"] != "done":
         assert ended["state"] == "failed" and ended["reason"], story(ended)
         assert ended["measured_bytes"] is not None, story(ended)  # the agent metered it
-    result = audit(fleet, [hit, after], expected_not_done={hit: "failed"})
+    result = audit(fleet, [hit, after], expected_not_done={hit: ""})
     assert result.problems() == [], result.explain()
     record(4, "measurement server killed mid-run", result,
            fault=("testbed-server SIGKILLed 3 s into a 10 s TAT run, started 5 s later; "
@@ -243,7 +243,7 @@ def test_row7_bundle_upload_cut_halfway_then_resumed(fleet: Fleet) -> None:
     arm(node, STALL_UPLOAD, "0.5")
     before = _uploaded_total(fleet)
     run_id = fleet.submit(node, "op0", duration_s=10)
-    since = datetime.now(UTC).isoformat()
+    since = f"{time.time():.0f}"
     with _agent_api(node) as agent:
         fleet.wait(run_id, {"uploading"}, timeout_s=90)
         held = _wait_held(agent, run_id, at_least=1)
@@ -256,13 +256,14 @@ def test_row7_bundle_upload_cut_halfway_then_resumed(fleet: Fleet) -> None:
         cut_s = time.monotonic() - cut
         run = fleet.wait(run_id, FINAL, timeout_s=180)
     assert run["state"] == "done", story(run)
-    size = fleet.http.get(f"/api/v1/runs/{run_id}/bundle").num_bytes_downloaded
+    size = len(fleet.http.get(f"/api/v1/runs/{run_id}/bundle").content)
     assert 0 < held < size
     # every byte of the bundle taken once: the rest was sent from the part's end
     assert _uploaded_total(fleet) - before == size
     log = _agent_log(node, since)
     assert f"upload of run {run_id} stalled at byte {held}" in log
-    assert "cannot send to the orchestrator now" in log
+    # and the agent's tries through the cut failed for real, not by the hook
+    assert re.search(r"cannot send to the orchestrator now \((?!fault injected)", log), log
     result = audit(fleet, [run_id])
     assert result.problems() == [], result.explain()
     record(7, "bundle upload cut halfway, then resumed", result,
