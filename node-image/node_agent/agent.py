@@ -51,6 +51,8 @@ from testbed_common.wire import (
 log = logging.getLogger(__name__)
 
 RESTART_LOST = "agent restarted during the run; experiment lost"
+#: Reports that say a run is under way, not how it ended.
+STARTING = frozenset({RunState.DEPLOYING, RunState.RUNNING})
 #: How long the sender waits between passes when nothing wakes it, seconds.
 SENDER_IDLE_S = 10.0
 #: Longest sleep of the executor while waiting for the next slot, seconds.
@@ -137,12 +139,18 @@ class Agent:
     # -- heartbeat -----------------------------------------------------------------------
 
     def held_run_ids(self) -> set[str]:
-        """Runs this agent still answers for (pending, running, or with data to send)."""
+        """Runs this agent still answers for: pending, running, with a bundle to send, or
+        with an outcome still to report. A run whose only unsent reports say it was
+        starting (deploying, running) is not held unless it runs now: it ran in an
+        earlier life of the agent, killed before those reports went out, and must be
+        reported lost rather than left for the deadline to fail."""
         with self._lock:
             held = set(self.book.pending_ids)
             if self._current is not None:
                 held.add(self._current[0])
-        return held | self.outbox.run_ids() | self.spool.run_ids()
+        outcomes = {item.run_id for item in self.outbox.pending()
+                    if item.report.state not in STARTING}
+        return held | outcomes | self.spool.run_ids()
 
     def _register(self) -> bool:
         backoff = Backoff(max_s=self.config.max_backoff_s)
