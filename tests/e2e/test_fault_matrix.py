@@ -151,9 +151,9 @@ def test_row1_agent_sigkilled_mid_run_restarted_30s_later(fleet: Fleet) -> None:
     assert result.problems() == [], result.explain()
     assert fleet.get(f"/api/v1/runs/{in_flight}")["state"] == "failed"  # final stays final
     record(1, "agent SIGKILLed mid-run, restarted 30 s later", result,
-           fault=(f"agent (PID 1) SIGKILLed {running['forecast_bytes']} B into a 60 s "
-                  f"run's reservation, the run before it {held} B into its upload; "
-                  f"started again after {down_s:.0f} s"),
+           fault=(f"agent (PID 1) SIGKILLed 3 s into a 60 s TAT run, the run before it "
+                  f"{held} B into its upload; started again after {down_s:.0f} s; the run "
+                  f"in flight failed, charged its {lost['charged_bytes']} B reservation"),
            failed_as_expected=1, charged_unmeasured_bytes=lost["charged_bytes"],
            down_s=round(down_s))
 
