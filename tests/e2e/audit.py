@@ -10,10 +10,10 @@ from the last run (``bench/reliability-figures.json``), not typed by hand.
 What counts, and why:
 
 * *lost*: a run that is not ``done`` with an archived bundle whose bytes match the
-  recorded checksum (downloaded and hashed here), or with no series tagged with the run in
-  InfluxDB. A run the row expects to fail for a stated reason is passed in
-  ``expected_not_done`` and is not counted lost if it ended in a final state with
-  that reason.
+  recorded checksum (downloaded and hashed here), or with no series tagged with the run
+  in InfluxDB within :data:`INGEST_WAIT_S` of the audit. A run the row expects to fail
+  for a stated reason is passed in ``expected_not_done`` and is not counted lost if it
+  ended in a final state with that reason.
 * *duplicates*: bundle files under the run's folder in the orchestrator's archive,
   beyond one.
 * *non-final*: runs in any state outside :data:`FINAL`.
@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -97,10 +98,20 @@ def _archived_bundles(run_id: str) -> int:
     return len(out.split())
 
 
+#: How long a done run's points may take to reach InfluxDB: ingest is a background pass
+#: after archiving (every 2 s in the compose stack), not part of the upload.
+INGEST_WAIT_S = 30.0
+
+
 def _result_in_influx(fleet: Fleet, run_id: str) -> bool:
     # Every experiment's ingest tags its points with the run; which measurements it
     # writes depends on the experiment, so ask for any series carrying the tag.
-    return bool(fleet.influx(f"SHOW SERIES WHERE \"run\" = '{run_id}'"))
+    deadline = time.monotonic() + INGEST_WAIT_S
+    while not fleet.influx(f"SHOW SERIES WHERE \"run\" = '{run_id}'"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
 
 
 def audit(fleet: Fleet, run_ids: Iterable[str], *,
