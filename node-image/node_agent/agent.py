@@ -40,7 +40,7 @@ from node_agent.errors import (
     Unauthorized,
 )
 from node_agent.execution import bundle_run, deploy, run_session
-from node_agent.faults import FaultyUploads
+from node_agent.faults import FaultyUploads, disarm_all
 from node_agent.interfaces import CounterSource, snapshot
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.outbox import Outbox
@@ -60,6 +60,8 @@ from testbed_common.wire import (
 log = logging.getLogger(__name__)
 
 RESTART_LOST = "agent restarted during the run; experiment lost"
+#: Reports that say a run is under way, not how it ended.
+STARTING = frozenset({RunState.DEPLOYING, RunState.RUNNING})
 #: How long the sender waits between passes when nothing wakes it, seconds.
 SENDER_IDLE_S = 10.0
 #: Longest sleep of the executor while waiting for the next slot, seconds.
@@ -87,7 +89,8 @@ class Agent:
         self.outbox = Outbox(state / "outbox")
         self.spool = Spool(state / "spool")
         #: Bundles go through the fault-injection hook (inert unless armed on the node).
-        self._uploads = FaultyUploads(client, state / "faults")
+        self._faults_dir = state / "faults"
+        self._uploads = FaultyUploads(client, self._faults_dir)
         self.work_dir = state / "work"
         self.book_path = state / "assignments.json"
         self.book: AssignmentBook = load_book(self.book_path)
@@ -111,6 +114,7 @@ class Agent:
 
     def run(self) -> None:
         """Run until :meth:`stop`; returns after a last attempt to send what is pending."""
+        disarm_all(self._faults_dir)
         removed = self.runner.remove_leftovers()
         if removed:
             log.warning("removed containers of an earlier agent life: %s", ", ".join(removed))
@@ -148,12 +152,18 @@ class Agent:
     # -- heartbeat -----------------------------------------------------------------------
 
     def held_run_ids(self) -> set[str]:
-        """Runs this agent still answers for (pending, running, or with data to send)."""
+        """Runs this agent still answers for: pending, running, with a bundle to send, or
+        with an outcome still to report. A run whose only unsent reports say it was
+        starting (deploying, running) is not held unless it runs now: it ran in an
+        earlier life of the agent, killed before those reports went out, and must be
+        reported lost rather than left for the deadline to fail."""
         with self._lock:
             held = set(self.book.pending_ids)
             if self._current is not None:
                 held.add(self._current[0])
-        return held | self.outbox.run_ids() | self.spool.run_ids()
+        outcomes = {item.run_id for item in self.outbox.pending()
+                    if item.report.state not in STARTING}
+        return held | outcomes | self.spool.run_ids()
 
     def _register(self) -> bool:
         backoff = Backoff(max_s=self.config.max_backoff_s)

@@ -7,7 +7,8 @@ leaves a half bundle under the final name.
 
 Uploads in progress are ``<uploads>/<run>.part``; the part's size is the upload's
 offset (nothing else records it), so the bytes held and the offset reported can never
-disagree.
+disagree. ``<uploads>/<run>.lock`` takes one upload request of a run at a time (two
+copies of one bundle sent at once must not both verify and archive it).
 """
 
 from __future__ import annotations
@@ -178,6 +179,25 @@ class Archive:
             return offset + len(data)
         finally:
             os.close(fd)
+
+    @contextmanager
+    def upload_lock(self, run_id: str) -> Iterator[None]:
+        """Hold the run's upload for one request, its commit included, across threads
+        and processes (an exclusive flock on ``<run>.lock``). Without it, two requests
+        carrying the last bytes of the same bundle could both find the part full, both
+        verify and archive it, and the one whose commit lost would remove the files the
+        other had committed (:meth:`discard_bundle` on its rollback)."""
+        fd = _open_locked(self.uploads / f"{run_id}.lock", run_id)
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def drop_upload_lock(self, run_id: str) -> None:
+        """Remove the lock file of a finished upload; call it while holding the lock.
+        A request waiting on it then finds it unlinked and takes a new one
+        (:func:`_open_locked`), so the lock stays exclusive."""
+        (self.uploads / f"{run_id}.lock").unlink(missing_ok=True)
 
     def part_digest(self, run_id: str) -> tuple[int, str]:
         digest = hashlib.sha256()

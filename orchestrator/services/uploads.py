@@ -6,15 +6,19 @@ of the part file and nothing else (one truth: what is reported is what is held, 
 rollback, a crash or a full disk cannot make the two disagree). When the last byte
 arrives the whole bundle is hashed, inspected (no traversal, links or bombs; manifest
 checksums match) and archived; a bundle already archived for the run is never stored
-again. A hash mismatch drops the part (a file removal, which no rollback undoes) and
-says ``fault: corrupted``: send it all again; a bundle inspection refuses says
+again. Requests of one run's upload are taken one at a time, each with its commit
+(:meth:`~orchestrator.archive.store.Archive.upload_lock`): the same bundle sent twice
+at once is archived once, and the second sender is told it is complete, or told the
+offset to resume from (409). A hash mismatch drops the part (a file removal, which no
+rollback undoes) and says ``fault: corrupted``: send it all again; a bundle inspection refuses says
 ``fault: refused``: sending it again cannot help.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import event, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -89,16 +93,28 @@ def _drop_part_once_committed(ctx: Context, status: wire.UploadStatus) -> wire.U
     next call verifies it again instead of sending it all once more."""
     if status.complete:
         ctx.archive.reset_part(status.run_id)
+        ctx.archive.drop_upload_lock(status.run_id)
     return status
+
+
+@contextmanager
+def _one_request_at_a_time(ctx: Context, token: str | None, run_id: str) -> Iterator[None]:
+    """The run's upload lock, taken only for the node that holds the run (so no caller
+    without that node's token makes lock files, nor waits on another node's upload)."""
+    with ctx.db.reading() as s:
+        _run_of_node(s, authenticate_node(s, token), run_id)
+    with ctx.archive.upload_lock(run_id):
+        yield
 
 
 def create_upload(
     ctx: Context, token: str | None, run_id: str, body: wire.UploadCreate
 ) -> wire.UploadStatus:
-    with ctx.db.session() as s:
-        node = authenticate_node(s, token)
-        status = _declare(ctx, s, _run_of_node(s, node, run_id), body)
-    return _drop_part_once_committed(ctx, status)
+    with _one_request_at_a_time(ctx, token, run_id):
+        with ctx.db.session() as s:
+            node = authenticate_node(s, token)
+            status = _declare(ctx, s, _run_of_node(s, node, run_id), body)
+        return _drop_part_once_committed(ctx, status)
 
 
 def _declare(ctx: Context, s: Session, run: Run, body: wire.UploadCreate) -> wire.UploadStatus:
@@ -149,14 +165,15 @@ def append_chunk(
             f"chunk of {len(data)} bytes is over {ctx.settings.uploads.max_chunk_bytes}; "
             "send smaller chunks"
         )
-    with ctx.db.session() as s:
-        node = authenticate_node(s, token)
-        run = _run_of_node(s, node, run_id)
-        up = s.get(Upload, run_id)
-        if up is None:
-            raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
-        status = _append(ctx, s, run, up, offset=offset, data=data)
-    return _drop_part_once_committed(ctx, status)
+    with _one_request_at_a_time(ctx, token, run_id):
+        with ctx.db.session() as s:
+            node = authenticate_node(s, token)
+            run = _run_of_node(s, node, run_id)
+            up = s.get(Upload, run_id)
+            if up is None:
+                raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
+            status = _append(ctx, s, run, up, offset=offset, data=data)
+        return _drop_part_once_committed(ctx, status)
 
 
 def _append(

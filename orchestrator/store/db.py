@@ -39,3 +39,13 @@ class Database:
         """A unit of work: committed when the block ends, rolled back on error."""
         with self._factory() as session, session.begin():
             yield session
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A session for reads only: rolled back when the block ends, never committed
+        (a check made before taking a lock has nothing to commit)."""
+        with self._factory() as session:
+            try:
+                yield session
+            finally:
+                session.rollback()

@@ -1,13 +1,16 @@
 """Faults done to the compose fleet from outside, as an operator's bad day would: a cut
-control link, a killed or restarted container, a command run inside one. The fault
-matrix's rows (``tests/e2e/test_fault_*.py``) share these so that each fault is made
-one way, and undone even when the row's assertions fail."""
+control link, a killed or restarted container, a command run inside one, a fault hook
+armed on a node's agent (node_agent.faults). The fault matrix's rows
+(``tests/e2e/test_fault_*.py``) share these so that each fault is made one way, and
+undone even when the row's assertions fail."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tests.conftest import REPO
 
 #: The compose project's network that carries the API (heartbeats, uploads); the
 #: measurement links (``op-*``) are separate, so a cut here leaves a node measuring.
@@ -47,3 +50,44 @@ def partitioned(name: str) -> Iterator[None]:
         yield
     finally:
         docker("network", "connect", "--ip", address, CONTROL, name)
+
+
+def read_bytes(name: str, path: str) -> bytes:
+    """The file at ``path`` in container ``name``, byte for byte."""
+    return subprocess.run(["docker", "exec", name, "cat", path], capture_output=True,
+                          check=True).stdout
+
+
+def kill(name: str) -> None:
+    """SIGKILL to the container's PID 1 (no clean shutdown; for a node, its agent):
+    the container stops with it, as a node whose agent crashed or lost power does."""
+    docker("kill", "--signal", "KILL", name)
+
+
+def pid1(name: str) -> str:
+    """The command line of the container's PID 1, to show which process a kill hits."""
+    return sh(name, "tr '\\0' ' ' < /proc/1/cmdline").strip()
+
+
+#: Where a node's agent looks for armed faults (node_agent.faults), in its state volume.
+FAULTS = "/var/lib/testbed-agent/faults"
+
+
+def arm(node: str, fault: str, value: str = "") -> None:
+    """Arm ``fault`` (a file name of node_agent.faults) on ``node``'s agent."""
+    sh(container(node), f"mkdir -p {FAULTS} && printf '%s' '{value}' > {FAULTS}/{fault}")
+
+
+def disarm(node: str, fault: str) -> None:
+    sh(container(node), f"rm -f {FAULTS}/{fault}")
+
+
+def node_token(node: str) -> str:
+    """The node's agent token, as ``scripts/up`` wrote it in deploy/.secrets/compose.env
+    (``NODE_TOKEN_SE_02`` for ``se-02``): what a copy of the agent would send."""
+    key = "NODE_TOKEN_" + node.upper().replace("-", "_")
+    for line in (REPO / "deploy/.secrets/compose.env").read_text().splitlines():
+        name, _, value = line.partition("=")
+        if name == key:
+            return value
+    raise KeyError(f"{key} not in deploy/.secrets/compose.env; run scripts/up")

@@ -125,7 +125,11 @@ def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(fleet: Fle
     assert not result.problems(), result.problems()
     record(2, "control link cut: the node runs its held day offline", result,
            partition_s=round(cut_s), runs_due_offline=len(due_offline),
-           time_scale=SCALE, sessions=HOURS)
+           time_scale=SCALE, sessions=HOURS,
+           fault=(f"control link cut for {round(cut_s)} s (issue: 10 min; shortened, still "
+                  f"longer than every timeout involved) while {len(due_offline)} of "
+                  f"{HOURS} hourly sessions (a day at {SCALE:g}x) fell due; they ran "
+                  "offline and uploaded when the link was back"))
 
     page = fleet.http.get(f"/pages/hourly?campaign={campaign['id']}")
     assert page.status_code == 200, page.text

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +173,39 @@ def test_second_half_corrupted_is_sent_again_from_zero_and_the_run_ends_done(
     assert run["bundle_sha256"] == hashlib.sha256(data).hexdigest()
     stored = list(api.settings.archive_dir.rglob("bundle.tar.gz"))
     assert len(stored) == 1 and stored[0].read_bytes() == data
+
+
+def _send_all(api: Api, token: str, run_id: str, data: bytes, chunk: int,
+              start: threading.Barrier, replies: list[int]) -> bool:
+    """One sender of ``data``, as the agent sends: declare, then chunks from wherever
+    the orchestrator says its part ends (409 says where). True once told complete."""
+    start.wait()
+    status = _create(api, token, run_id, data).json()
+    while not status["complete"]:
+        offset = status["offset"]
+        r = _patch(api, token, run_id, offset, data[offset:offset + chunk])
+        replies.append(r.status_code)
+        assert r.status_code in (200, 409), r.text
+        status = r.json() if r.status_code == 200 else {"offset": r.json()["offset"],
+                                                         "complete": False}
+    return True
+
+
+def test_the_same_bundle_sent_twice_at_once_is_archived_once(api: Api, tmp_path: Path) -> None:
+    """Two senders of one bundle at once (a node's agent and a copy of it, or a retry
+    racing the first try): both are told it is complete, or told the offset to resume
+    from; it is verified, archived and made done once."""
+    token, run_id = _running_run(api)
+    data = _bundle(tmp_path, run_id, payload=os.urandom(400_000))
+    start = threading.Barrier(2)
+    replies: list[int] = []
+    with ThreadPoolExecutor(2) as pool:
+        senders = [pool.submit(_send_all, api, token, run_id, data, 50_000, start, replies)
+                   for _ in range(2)]
+        assert [s.result(timeout=120) for s in senders] == [True, True]
+    run = api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()
+    assert run["state"] == "done"
+    assert [e["state"] for e in run["events"]].count("done") == 1
+    stored = list(api.settings.archive_dir.rglob("bundle.tar.gz"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data
+    assert not list(api.settings.upload_dir.iterdir())  # no part, no lock file left

@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from node_agent.agent import Agent
+from node_agent.agent import RESTART_LOST, Agent
 from node_agent.config import parse_config
+from node_agent.interfaces import Counters
 from node_agent.runner import RunOutcome, StopRequest
 from testbed_common.states import RunState
-from testbed_common.wire import Assignment
+from testbed_common.wire import Assignment, RegistrationReply, StateReport
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -65,3 +66,39 @@ def test_run_that_never_started_reports_no_measurement(tmp_path: Path) -> None:
     a = agent(tmp_path, RunOutcome(RunState.FAILED, "image missing"))
     a.execute(assignment(), StopRequest())
     assert reports(a) == [(RunState.DEPLOYING, None), (RunState.FAILED, None)]
+
+
+class NoCounters:
+    def read(self, name: str) -> Counters:
+        return Counters(0, 0)
+
+
+class Registrar:
+    """Stands in for the orchestrator's register call: these runs are active there."""
+
+    def __init__(self, active: list[str]) -> None:
+        self.active = active
+
+    def register(self, body: Any) -> Any:
+        return RegistrationReply(node_id="se-01", heartbeat_interval_s=2,
+                                 active_run_ids=self.active)
+
+
+def test_a_run_killed_before_its_running_report_went_out_is_reported_lost(
+        tmp_path: Path) -> None:
+    """The agent died with "running" still in its outbox: the new life does not hold
+    that run (nothing runs it), so it reports it lost after the stale reports. A run
+    whose outcome is still to be reported is held, not reported lost."""
+    first = agent(tmp_path, RunOutcome(RunState.UPLOADING, "finished"))
+    first.outbox.put("r-killed", StateReport(state=RunState.RUNNING, reason="started",
+                                             at=NOW))
+    first.outbox.put("r-ended", StateReport(state=RunState.UPLOADING, reason="finished",
+                                            at=NOW, measured_bytes=10))
+    again = agent(tmp_path, RunOutcome(RunState.UPLOADING, "finished"))
+    again.client = Registrar(["r-killed", "r-ended"])  # type: ignore[assignment]
+    again.counters = NoCounters()
+    assert again._register()
+    assert [(p.run_id, p.report.state) for p in again.outbox.pending()] == [
+        ("r-killed", RunState.RUNNING), ("r-ended", RunState.UPLOADING),
+        ("r-killed", RunState.FAILED)]
+    assert again.outbox.pending()[-1].report.reason == RESTART_LOST
