@@ -279,7 +279,7 @@ class Agent:
     def execute(self, a: Assignment, stop: StopRequest) -> RunOutcome:
         """Deploy one assignment, run its session, report how it ended, bundle what it
         left (the steps are in :mod:`node_agent.execution`)."""
-        spec = deploy(a, self.config, report=self._report)
+        spec = deploy(a, self.config, report=self._report, spool=self.spool)
         if isinstance(spec, RunOutcome):
             return spec  # refused, and reported
         run_dir = self.work_dir / a.run_id
