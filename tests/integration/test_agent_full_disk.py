@@ -21,8 +21,13 @@ import pytest
 
 from node_agent.agent import Agent
 from node_agent.config import parse_config
+from node_agent.engine import ContainerId
+from node_agent.interfaces import Counters
+from node_agent.rundir import agent_note
 from node_agent.runner import RunOutcome, StopRequest
 from node_agent.sender import flush_outbox
+from node_agent.session import RunSession
+from node_agent.spec import build_spec
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment
 from tests.conftest import require_root, require_tools
@@ -182,3 +187,66 @@ def test_a_bundle_that_does_not_fit_fails_the_run_and_keeps_the_results(
     kept = small_disk / "work" / "r-big" / "results" / "capture.bin"
     assert kept.stat().st_size == int(2.5 * 2**20)  # nothing lost
     assert a.spool.pending() == [] and not list((small_disk / "spool").glob("r-big*"))
+
+
+class FillingEngine:
+    """A container engine stand-in whose experiment's results are larger than the
+    disk: copying them out fills it (the session and the disk are real)."""
+
+    def remove_leftovers(self) -> list[str]:
+        return []
+
+    def ensure_image(self, image: str) -> str:
+        return "sha256:exp"
+
+    def create(self, spec: Any) -> ContainerId:
+        return ContainerId("c")
+
+    def start(self, container: ContainerId) -> None: ...
+
+    def running(self, container: ContainerId) -> bool:
+        return False
+
+    def kill(self, container: ContainerId) -> None: ...
+
+    def wait(self, container: ContainerId, *, timeout_s: float) -> int:
+        return 0
+
+    def collect(self, container: ContainerId, run_dir: Path) -> str:
+        (run_dir / "results").mkdir(parents=True, exist_ok=True)
+        try:  # as the Docker engine: a copy that fails is noted, not raised
+            with (run_dir / "results" / "big.bin").open("wb") as f:
+                while True:
+                    f.write(os.urandom(65536))
+        except OSError as e:
+            agent_note(run_dir, f"cannot copy /results out of the container: {e}")
+        return ""
+
+    def remove(self, container: ContainerId) -> None: ...
+
+
+class Moving:
+    """Interface counters that move 1000 bytes a read."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def read(self, name: str) -> Counters:
+        self.n += 1
+        return Counters(rx_bytes=1000 * self.n, tx_bytes=0)
+
+
+def test_a_disk_that_fills_while_results_are_copied_fails_the_run_with_the_reason(
+    small_disk: Path,
+) -> None:
+    a = agent(small_disk, Runner(result_bytes=0), min_free=0)
+    spec = build_spec(assignment("r-1"), a.config, interface_address="10.0.0.2")
+    run_dir = small_disk / "work" / "r-1"
+    outcome = RunSession(spec, run_dir, engine=FillingEngine(), counters=Moving(),
+                         interfaces=["op0"], clock=lambda: NOW).run(
+        on_running=lambda: None, stop=StopRequest())
+    assert outcome.state == RunState.FAILED
+    assert outcome.reason.startswith(
+        "node disk filled during the run (No space left on device"), outcome.reason
+    assert "its results are incomplete. Earlier bundles stay in the spool" in outcome.reason
+    assert outcome.bytes_used > 0  # what it moved is still known, for its quota
