@@ -118,7 +118,8 @@ def test_row9_a_restart_with_three_spooled_bundles_uploads_each_once(
         runs = [fleet.submit(node, "op0", **SHORT) for _ in range(3)]
         until("three bundles spooled", lambda: spooled(name, state) == sorted(runs),
               timeout_s=180)
-        assert states(fleet, runs) == ["uploading"] * 3
+        until("the three runs reported uploading",
+              lambda: states(fleet, runs) == ["uploading"] * 3, timeout_s=60)
         sums = bundle_sums(name, state)
         with partitioned(name):
             docker("restart", name)
