@@ -89,8 +89,10 @@ class Spool:
         """Remove what a failed :meth:`put` left half written (the temporary files and
         a bundle without its metadata), so the space it took is free again."""
         bundle, meta = self.root / f"{run_id}.tar.gz", self.root / f"{run_id}.json"
-        for path in (bundle.with_suffix(".part"), meta.with_suffix(".part"), bundle, meta):
+        for path in (bundle.with_suffix(".part"), meta.with_suffix(".part")):
             path.unlink(missing_ok=True)
+        if not meta.exists():  # a complete bundle (with its metadata) is never removed
+            bundle.unlink(missing_ok=True)
 
     def done(self, item: SpooledBundle) -> None:
         """The orchestrator holds the bundle: free the space."""

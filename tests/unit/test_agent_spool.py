@@ -247,3 +247,14 @@ def test_a_bundle_without_its_metadata_is_never_listed(tmp_path: Path) -> None:
     spool.put("r-3", b"whole")
     assert [i.run_id for i in spool.pending()] == ["r-3"]
     assert (spool.root / "r-1.tar.gz").exists() and (spool.root / "r-2.json").exists()
+
+
+def test_discarding_a_failed_put_never_removes_a_complete_bundle(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    spool.put("r-1", b"whole")
+    (spool.root / "r-2.tar.part").write_bytes(b"ha")  # a put the disk cut short
+    (spool.root / "r-2.tar.gz").write_bytes(b"half")  # written, its metadata not
+    spool.discard("r-2")
+    spool.discard("r-1")
+    assert sorted(p.name for p in spool.root.iterdir()) == ["r-1.json", "r-1.tar.gz"]
+    assert [i.run_id for i in spool.pending()] == ["r-1"]
