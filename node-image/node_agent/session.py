@@ -124,9 +124,12 @@ class RunSession:
         except OSError as e:
             failed_write = failed_write or e
         if failed_write is not None:
-            # Its traffic is measured (bytes_used stays), its files are not all there.
-            outcome = replace(outcome, state=RunState.FAILED,
-                              reason=write_failure_reason(failed_write))
+            # Its traffic is measured (bytes_used stays), its files are not all there: a
+            # run that succeeded fails; one that failed or was cancelled says both.
+            why = write_failure_reason(failed_write)
+            outcome = (replace(outcome, state=RunState.FAILED, reason=why)
+                       if outcome.state == RunState.UPLOADING
+                       else replace(outcome, reason=f"{outcome.reason}; {why}"))
             log.error("run %s: %s", spec.run_id, outcome.reason)
             with contextlib.suppress(OSError):
                 write_run_meta(spec, run_dir, outcome)
