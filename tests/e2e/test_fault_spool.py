@@ -47,7 +47,7 @@ def until(what: str, check: Callable[[], bool], timeout_s: float) -> None:
 
 def spooled(name: str, state: str) -> list[str]:
     """Run ids of the complete bundles in the node's spool (each has its .json)."""
-    out = sh(name, f"ls {state}/spool")
+    out = sh(name, f"ls {state}/spool 2>/dev/null || true")  # made when the agent starts
     return sorted(f.removesuffix(".json") for f in out.split() if f.endswith(".json"))
 
 
