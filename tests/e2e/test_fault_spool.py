@@ -55,6 +55,12 @@ def bundle_sums(name: str, state: str) -> str:
     return sh(name, f"cd {state}/spool && sha256sum *.tar.gz")
 
 
+def ingested(fleet: Fleet, run_ids: list[str]) -> Callable[[], bool]:
+    """Whether every run's series is in InfluxDB (ingest runs every few seconds after a
+    bundle is archived, so a run is done a little before its series exist)."""
+    return lambda: all(fleet.influx(f"SHOW SERIES WHERE \"run\" = '{r}'") for r in run_ids)
+
+
 def agent_running(name: str) -> bool:
     """The container runs its agent (PID 1, once the link emulation is set up)."""
     args = docker("exec", name, "ps", "-o", "args=", "-p", "1", check=False)
@@ -101,6 +107,7 @@ def test_row5_a_full_disk_refuses_the_run_and_keeps_the_spool(fleet: Fleet) -> N
         run = fleet.wait(after, FINAL, timeout_s=180)
         assert run["state"] == "done", story(run)
     runs = [*earlier, refused, after]
+    until("the runs' series ingested", ingested(fleet, [*earlier, after]), timeout_s=60)
     result = audit(fleet, runs, expected_not_done={refused: "node disk too full"})
     assert result.problems() == [], result
     record(5, "node disk full (64 MiB tmpfs state dir, filled to 3 MB free)", result,
@@ -131,6 +138,7 @@ def test_row9_a_restart_with_three_spooled_bundles_uploads_each_once(
         run = fleet.wait(run_id, FINAL, timeout_s=240)
         assert run["state"] == "done", story(run)
     until("the spool emptied", lambda: spooled(name, state) == [], timeout_s=30)
+    until("the runs' series ingested", ingested(fleet, runs), timeout_s=60)
     result = audit(fleet, runs)
     assert result.problems() == [], result
     record(9, "node restarted with 3 bundles in its spool (control link cut)", result,
