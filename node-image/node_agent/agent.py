@@ -320,7 +320,8 @@ class Agent:
             self._report(a.run_id, RunState.FAILED, over_cap)
             return RunOutcome(RunState.FAILED, over_cap)
         clock = self.clock_estimate  # the offset this run uses, recorded in its bundle
-        spec = deploy(on_node_clock(a, clock), self.config, report=self._report, clock=clock)
+        spec = deploy(on_node_clock(a, clock), self.config, report=self._report,
+                      spool=self.spool, clock=clock)
         if isinstance(spec, RunOutcome):
             return spec  # refused, and reported
         run_dir = self.work_dir / a.run_id

@@ -8,6 +8,7 @@ directory, so prefetched runs survive an agent restart.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable
 from datetime import datetime
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed_common.wire import Assignment
+
+log = logging.getLogger(__name__)
 
 #: How many started/finished run ids are remembered to refuse re-sent assignments.
 REMEMBERED_RUNS = 1000
@@ -91,11 +94,18 @@ class AssignmentBook:
 
 
 def save_book(book: AssignmentBook, path: Path) -> None:
-    """Write atomically (temp file + rename): a crash leaves the old or the new book."""
+    """Write atomically (temp file + rename): a crash leaves the old or the new book. A
+    full disk keeps the old book on disk (logged): the book in memory is still right,
+    and the executor must go on."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(book.to_json(), indent=1))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(book.to_json(), indent=1))
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        log.error("cannot save the assignment book to %s (%s); it is kept in memory",
+                  path, e.strerror or e)
 
 
 def load_book(path: Path) -> AssignmentBook:

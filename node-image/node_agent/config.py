@@ -113,8 +113,9 @@ class AgentConfig(_Strict):
     #: Hold each run to its reservation in the kernel too (an nftables quota in the
     #: node's namespace; needs nft and NET_ADMIN). Without nft the meter alone does.
     quota_backstop: bool = True
-    #: Runs are refused (failed, with the reason) when the state disk has less free
-    #: space than this: their captures, results and bundles are written there.
+    #: Kept free on the state disk in any case (results, logs, state reports): a run is
+    #: refused (failed, with the reason) unless this much is free beyond its estimated
+    #: captures and bundle (node_agent.diskspace). Spooled bundles are never deleted.
     min_free_disk_bytes: int = Field(200_000_000, ge=0)
     #: Longest pause between retries while the orchestrator is unreachable, seconds.
     max_backoff_s: float = Field(60.0, gt=0)

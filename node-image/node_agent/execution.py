@@ -17,9 +17,9 @@ from pathlib import Path
 from node_agent import __version__
 from node_agent.clock import ClockEstimate
 from node_agent.config import AgentConfig
+from node_agent.diskspace import disk_refusal, run_footprint
 from node_agent.errors import RunnerError
 from node_agent.interfaces import interface_address
-from node_agent.limits import disk_refusal
 from node_agent.metadata.sampler import MetadataSampler
 from node_agent.rundir import RunOutcome
 from node_agent.runner import Runner
@@ -37,13 +37,13 @@ Report = Callable[[str, RunState, str], None]
 
 
 def deploy(a: Assignment, config: AgentConfig, *, report: Report,
-           clock: ClockEstimate | None = None) -> RunSpec | RunOutcome:
-    """The run's spec; or, when the node refuses the run (too little disk, an interface
-    it does not have), the FAILED outcome, reported. DEPLOYING is reported once the
-    disk has room. ``clock``: the offset estimate the run's bundle records."""
-    refusal = disk_refusal(free_bytes=shutil.disk_usage(config.state_dir).free,
-                           min_free_bytes=config.min_free_disk_bytes,
-                           path=str(config.state_dir))
+           spool: Spool, clock: ClockEstimate | None = None) -> RunSpec | RunOutcome:
+    """The run's spec; or, when the node refuses the run (its captures and bundle would
+    not fit on the disk, an interface it does not have), the FAILED outcome, reported
+    before anything ran (so nothing is metered and its reservation is released).
+    DEPLOYING is reported once the disk has room. ``clock``: the offset estimate the
+    run's bundle records."""
+    refusal = room_refusal(a, config, spool)
     if refusal is not None:
         log.error("run %s: refused: %s", a.run_id, refusal)
         report(a.run_id, RunState.FAILED, refusal)
@@ -56,6 +56,23 @@ def deploy(a: Assignment, config: AgentConfig, *, report: Report,
     except RunnerError as e:
         report(a.run_id, RunState.FAILED, str(e))
         return RunOutcome(RunState.FAILED, str(e))
+
+
+def room_refusal(a: Assignment, config: AgentConfig, spool: Spool) -> str | None:
+    """Why the state disk has no room for the run (:mod:`node_agent.diskspace`), or
+    None. Nothing is deleted to make room: the spool waits for the orchestrator."""
+    iface = config.interface(a.interface)
+    captures = 0
+    if config.capture.enabled:
+        captures = 1 + (iface is not None and iface.server_capture_url is not None)
+    footprint = run_footprint(a.max_bytes, captures=captures, snaplen=config.capture.snaplen,
+                              capture_max_bytes=config.capture.max_bytes,
+                              floor_bytes=config.min_free_disk_bytes)
+    waiting = spool.pending()
+    return disk_refusal(free_bytes=shutil.disk_usage(config.state_dir).free,
+                        footprint=footprint, path=str(config.state_dir),
+                        spooled_bundles=len(waiting),
+                        spooled_bytes=sum(item.size for item in waiting))
 
 
 def run_session(runner: Runner, spec: RunSpec, run_dir: Path, *,
@@ -91,7 +108,8 @@ def bundle_run(run_dir: Path, *, run_id: str, node_id: str, state: RunState,
     except OSError as e:  # a full disk: say so; the results stay in the work dir
         spool.discard(run_id)
         reason = (f"node could not spool the run's bundle: {e.strerror or e}; its "
-                  f"results stay in {run_dir} on the node (free space there)")
+                  f"results stay in {run_dir} on the node and earlier bundles stay in the "
+                  "spool (upload the spool or free space there)")
         log.error("run %s: %s", run_id, reason)
         return reason
     shutil.rmtree(run_dir, ignore_errors=True)

@@ -121,13 +121,3 @@ def exit_reason(exit_code: int, stderr: str) -> str:
     # StateReport.reason is at most 2000 characters.
     return f"{reason}: {last[:1800]}" if last else f"{reason} (no stderr)"
 
-
-def disk_refusal(*, free_bytes: int, min_free_bytes: int, path: str) -> str | None:
-    """Why the node must not start a run with this little disk left, or None. A run's
-    capture and results land on that disk and its bundle waits there until uploaded: a
-    run started on a full disk would measure and lose its data."""
-    if free_bytes >= min_free_bytes:
-        return None
-    return (f"node disk nearly full: {free_bytes // 10**6} MB free in {path}, runs need "
-            f"at least {min_free_bytes // 10**6} MB (min_free_disk_bytes); free space there "
-            "(spooled bundles upload once the orchestrator is reachable)")

@@ -7,6 +7,7 @@ agent's notes."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 from node_agent import __version__
 from node_agent.spec import RunSpec
 from testbed_common.states import RunState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,11 +34,15 @@ class RunOutcome:
 
 def agent_note(run_dir: Path, line: str) -> None:
     """One line in the run's logs/agent.txt: what went wrong around the experiment
-    (capture, backstop, copying results) without failing it."""
+    (capture, backstop, copying results) without failing it. On a full disk the note
+    goes to the agent's log instead."""
     logs = run_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    with (logs / "agent.txt").open("a") as f:
-        f.write(line.rstrip("\n") + "\n")
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        with (logs / "agent.txt").open("a") as f:
+            f.write(line.rstrip("\n") + "\n")
+    except OSError as e:
+        log.warning("%s: cannot write the note %r (%s)", run_dir.name, line, e.strerror or e)
 
 
 def write_run_meta(spec: RunSpec, run_dir: Path, outcome: RunOutcome) -> None:

@@ -27,6 +27,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from node_agent.diskspace import write_failure_reason
 from node_agent.engine import ContainerEngine, ContainerId
 from node_agent.errors import RunnerError
 from node_agent.interfaces import Counters, CounterSource, InterfaceMissing, counter_snapshot
@@ -112,9 +113,26 @@ class RunSession:
         finally:
             if container is not None:
                 self.engine.remove(container)
+        failed_write: OSError | None = None
         for sidecar in self.sidecars:
-            sidecar.finish(run_dir)
-        write_run_meta(spec, run_dir, outcome)
+            try:
+                sidecar.finish(run_dir)
+            except OSError as e:  # a full disk: every sidecar still gets its turn
+                failed_write = failed_write or e
+        try:
+            write_run_meta(spec, run_dir, outcome)
+        except OSError as e:
+            failed_write = failed_write or e
+        if failed_write is not None:
+            # Its traffic is measured (bytes_used stays), its files are not all there: a
+            # run that succeeded fails; one that failed or was cancelled says both.
+            why = write_failure_reason(failed_write)
+            outcome = (replace(outcome, state=RunState.FAILED, reason=why)
+                       if outcome.state == RunState.UPLOADING
+                       else replace(outcome, reason=f"{outcome.reason}; {why}"))
+            log.error("run %s: %s", spec.run_id, outcome.reason)
+            with contextlib.suppress(OSError):
+                write_run_meta(spec, run_dir, outcome)
         return outcome
 
     def _snapshot(self) -> dict[str, dict[str, int]]:

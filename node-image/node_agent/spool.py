@@ -2,17 +2,26 @@
 later"). One ``<run_id>.tar.gz`` plus a ``<run_id>.json`` with its size and SHA-256 per
 run, written atomically; bundles the orchestrator refuses move to ``rejected/`` with the
 reason beside them: data is never deleted until the orchestrator holds it.
+
+The spool is never trimmed: nothing here (or anywhere in the agent) deletes a bundle to
+make room. A bundle leaves the spool only by :meth:`Spool.done` (the orchestrator
+confirmed it holds it) or :meth:`Spool.reject` (refused for good: kept in rejected/).
+When the disk is too full for the next run, that run is refused instead
+(:mod:`node_agent.diskspace`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from testbed_common.bundle import sha256_bytes
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,16 +54,29 @@ class Spool:
         return item
 
     def pending(self) -> list[SpooledBundle]:
-        """Complete bundles, oldest first."""
+        """Complete bundles, oldest first: in the order they were spooled (their
+        metadata file's modification time, then the run id), so the runs an outage held
+        back go up in the order they ran. A bundle whose metadata is missing (a
+        :meth:`put` the disk cut short) is not complete and never listed; one whose
+        metadata cannot be read is logged and left where it is."""
         items = []
-        metas = sorted(self.root.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        for meta in metas:
-            data = json.loads(meta.read_text())
-            bundle = self.root / f"{data['run_id']}.tar.gz"
-            if bundle.exists():
-                items.append(
-                    SpooledBundle(str(data["run_id"]), bundle, int(data["size"]), data["sha256"])
-                )
+        metas = []
+        for meta in self.root.glob("*.json"):
+            try:
+                metas.append((meta.stat().st_mtime_ns, meta.name, meta))
+            except FileNotFoundError:  # uploaded meanwhile
+                continue
+        for _, _, meta in sorted(metas):
+            try:
+                data = json.loads(meta.read_text())
+                item = SpooledBundle(str(data["run_id"]), self.root / f"{data['run_id']}.tar.gz",
+                                     int(data["size"]), str(data["sha256"]))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                log.error("spool: cannot read %s (%s); that bundle is kept but not sent",
+                          meta, e)
+                continue
+            if item.path.exists():
+                items.append(item)
         return items
 
     def run_ids(self) -> set[str]:
@@ -67,8 +89,10 @@ class Spool:
         """Remove what a failed :meth:`put` left half written (the temporary files and
         a bundle without its metadata), so the space it took is free again."""
         bundle, meta = self.root / f"{run_id}.tar.gz", self.root / f"{run_id}.json"
-        for path in (bundle.with_suffix(".part"), meta.with_suffix(".part"), bundle, meta):
+        for path in (bundle.with_suffix(".part"), meta.with_suffix(".part")):
             path.unlink(missing_ok=True)
+        if not meta.exists():  # a complete bundle (with its metadata) is never removed
+            bundle.unlink(missing_ok=True)
 
     def done(self, item: SpooledBundle) -> None:
         """The orchestrator holds the bundle: free the space."""

@@ -7,8 +7,13 @@ undone even when the row's assertions fail."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from tests.conftest import REPO
 
@@ -91,3 +96,66 @@ def node_token(node: str) -> str:
         if name == key:
             return value
     raise KeyError(f"{key} not in deploy/.secrets/compose.env; run scripts/up")
+
+
+#: The nftables table :func:`uploads_dropped` adds in a node's network namespace.
+DROP_TABLE = "chaos_uploads"
+#: "PATCH" in ASCII: the method of every bundle chunk the agent sends (and of nothing
+#: else it sends).
+_PATCH = "0x5041544348"
+
+
+@contextmanager
+def uploads_dropped(name: str) -> Iterator[None]:
+    """Container ``name``'s bundle chunks (its ``PATCH`` requests) are refused on the
+    way out for the ``with`` block, while its heartbeats and state reports go through:
+    a middlebox that kills large uploads, or a node whose uplink is too poor to upload.
+    Runs are still handed out, run, and report ``uploading``; their bundles pile up in
+    the spool. The match is on the first bytes of the TCP payload (the request line),
+    for segments without options (doff 5) and with timestamps (doff 8)."""
+    script = "; ".join([
+        f"add table inet {DROP_TABLE}",
+        f"add chain inet {DROP_TABLE} out {{ type filter hook output priority 0 ; }}",
+        *(f"add rule inet {DROP_TABLE} out tcp dport 8080 tcp doff {doff} "
+          f"@th,{doff * 32},40 {_PATCH} reject with tcp reset" for doff in (5, 8)),
+    ])
+    sh(name, f"nft '{script}'")
+    try:
+        yield
+    finally:
+        # gone already if the container was restarted (a new network namespace)
+        docker("exec", name, "nft", "delete", "table", "inet", DROP_TABLE, check=False)
+
+
+def compose(*args: str) -> None:
+    """The stack's Docker Compose (scripts/lib.sh: its project, env file, v1 or v2)."""
+    subprocess.run(["bash", "-c", f'. "{REPO}/scripts/lib.sh" && compose "$@"', "compose",
+                    *args], check=True, capture_output=True, text=True)
+
+
+@contextmanager
+def small_state_disk(node: str, size_bytes: int,
+                     config: Mapping[str, Any]) -> Iterator[str]:
+    """Fleet node ``node`` recreated with its agent's state (spool, outbox, run
+    directories) on a tmpfs of ``size_bytes``, and its agent config changed by
+    ``config``; yields the state directory. Recreated as compose defines it however the
+    block ends (its own state volume back, unchanged)."""
+    state = "/var/lib/testbed-agent-small"
+    agent_config = yaml.safe_load((REPO / "deploy" / "fleet" / f"{node}.yaml").read_text())
+    agent_config.update({"state_dir": state, **config})
+    service = f"node-{node}"
+    with tempfile.TemporaryDirectory(prefix="testbed-small-disk-") as tmp:
+        config_file = Path(tmp) / "agent.yaml"
+        config_file.write_text(yaml.safe_dump(agent_config))
+        config_file.chmod(0o644)
+        override = Path(tmp) / "override.yml"
+        override.write_text(yaml.safe_dump({"version": "2.4", "services": {service: {
+            "tmpfs": [f"{state}:size={size_bytes}"],
+            "environment": {"TESTBED_AGENT_CONFIG": "/etc/testbed/agent-small.yaml"},
+            "volumes": [f"{config_file}:/etc/testbed/agent-small.yaml:ro"],
+        }}}))
+        compose("-f", str(override), "up", "-d", "--no-deps", service)
+        try:
+            yield state
+        finally:
+            compose("up", "-d", "--no-deps", service)

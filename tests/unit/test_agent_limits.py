@@ -48,11 +48,3 @@ def test_backoff_grows_to_its_cap_with_jitter() -> None:
     b.reset()
     assert b.failures == 0 and b.next_delay() <= 1.0
 
-
-def test_disk_refusal_below_the_minimum_only() -> None:
-    from node_agent.limits import disk_refusal
-
-    assert disk_refusal(free_bytes=300_000_000, min_free_bytes=200_000_000, path="/s") is None
-    reason = disk_refusal(free_bytes=150_000_000, min_free_bytes=200_000_000, path="/s")
-    assert reason is not None and reason.startswith(
-        "node disk nearly full: 150 MB free in /s, runs need at least 200 MB")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from node_agent.errors import Corrupted, OffsetMismatch, OrchestratorUnreachable, Rejected
 from node_agent.outbox import Outbox
+from node_agent.sender import send_pending
 from node_agent.spool import Spool
 from node_agent.uploader import MAX_RESTARTS, UploadResult, upload
 from testbed_common import wire
@@ -159,3 +161,100 @@ def test_outbox_keeps_order_across_restarts(tmp_path: Path) -> None:
     ]
     again.drop_run("r-1")
     assert again.run_ids() == {"r-2"}
+
+
+class RecordingUploads(FakeUploads):
+    """Accepts every bundle whole and notes the order the runs came in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+
+    def create_upload(self, run_id: str, body: wire.UploadCreate) -> wire.UploadStatus:
+        self.order.append(run_id)
+        self.data = b""
+        return super().create_upload(run_id, body)
+
+
+def spool_at(spool: Spool, run_id: str, at_s: int) -> None:
+    """Spool a bundle as if ``at_s`` (seconds since the epoch) was when it was spooled."""
+    spool.put(run_id, run_id.encode() * 100)
+    os.utime(spool.root / f"{run_id}.json", ns=(at_s * 10**9, at_s * 10**9))
+
+
+def test_spooled_bundles_upload_oldest_first(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    # spooled in this order; run ids sort the other way round
+    for at_s, run_id in enumerate(["r-z", "r-m", "r-a"], start=1_700_000_000):
+        spool_at(spool, run_id, at_s)
+    spool_at(spool, "r-b", 1_700_000_002)  # same time as r-a: then by run id
+    assert [i.run_id for i in Spool(tmp_path / "spool").pending()] == [
+        "r-z", "r-m", "r-a", "r-b"]
+    api = RecordingUploads()
+    finals: list[str] = []
+    assert send_pending(client=None, uploads=api,  # type: ignore[arg-type]
+                        outbox=Outbox(tmp_path / "outbox"), spool=spool, chunk_bytes=64,
+                        on_final=finals.append)
+    assert api.order == ["r-z", "r-m", "r-a", "r-b"]
+    assert spool.pending() == [] and finals == []
+
+
+def test_a_bundle_waits_for_its_state_reports(tmp_path: Path) -> None:
+    spool, box = Spool(tmp_path / "spool"), Outbox(tmp_path / "outbox")
+    spool_at(spool, "r-1", 1_700_000_000)
+
+    class Offline:
+        def report_state(self, run_id: str, report: wire.StateReport) -> None:
+            raise OrchestratorUnreachable("link down")
+
+    box.put("r-1", wire.StateReport(state=RunState.UPLOADING, reason="x", at=NOW))
+    api = RecordingUploads()
+    assert not send_pending(client=Offline(), uploads=api,  # type: ignore[arg-type]
+                            outbox=box, spool=spool, chunk_bytes=64, on_final=print)
+    assert api.order == [] and [i.run_id for i in spool.pending()] == ["r-1"]
+
+
+def test_only_a_confirmed_upload_takes_a_bundle_out_of_the_spool(tmp_path: Path) -> None:
+    """The spool is never trimmed: an outage, a bundle damaged on every try, a lying
+    offset leave every bundle in place; the orchestrator's refusal keeps it in
+    rejected/; only the orchestrator's "complete" removes it."""
+    spool = Spool(tmp_path / "spool")
+    data = {f"r-{i}": os.urandom(3000) for i in range(3)}
+    for i, (run_id, payload) in enumerate(data.items()):
+        spool.put(run_id, payload)
+        os.utime(spool.root / f"{run_id}.json", ns=(i * 10**9, i * 10**9))
+    [a, b, c] = spool.pending()
+    with pytest.raises(OrchestratorUnreachable):
+        upload(FakeUploads(fail_after=1), spool, a, chunk_bytes=1000)
+    assert upload(FakeUploads(damage=100), spool, a, chunk_bytes=1000) is UploadResult.RETRY
+    assert upload(FakeUploads(lie_offset=5000), spool, b, chunk_bytes=1000) \
+        is UploadResult.RETRY
+    assert [i.path.read_bytes() for i in spool.pending()] == list(data.values())
+    assert upload(FakeUploads(reject=True), spool, b, chunk_bytes=1000) \
+        is UploadResult.REJECTED
+    assert (spool.rejected_dir / "r-1.tar.gz").read_bytes() == data["r-1"]
+    assert upload(FakeUploads(), spool, c, chunk_bytes=1000) is UploadResult.DONE
+    assert [i.run_id for i in spool.pending()] == ["r-0"]
+    assert a.path.read_bytes() == data["r-0"]
+
+
+def test_a_bundle_without_its_metadata_is_never_listed(tmp_path: Path) -> None:
+    """A put the disk cut short (the bundle written, its metadata not) is not a
+    complete bundle: it is not uploaded, and a later put of the run replaces it."""
+    spool = Spool(tmp_path / "spool")
+    (spool.root / "r-1.tar.gz").write_bytes(b"half")
+    (spool.root / "r-2.json").write_text("{not json")
+    spool.put("r-3", b"whole")
+    assert [i.run_id for i in spool.pending()] == ["r-3"]
+    assert (spool.root / "r-1.tar.gz").exists() and (spool.root / "r-2.json").exists()
+
+
+def test_discarding_a_failed_put_never_removes_a_complete_bundle(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    spool.put("r-1", b"whole")
+    (spool.root / "r-2.tar.part").write_bytes(b"ha")  # a put the disk cut short
+    (spool.root / "r-2.tar.gz").write_bytes(b"half")  # written, its metadata not
+    spool.discard("r-2")
+    spool.discard("r-1")
+    assert sorted(p.name for p in spool.root.iterdir()) == ["r-1.json", "r-1.tar.gz"]
+    assert [i.run_id for i in spool.pending()] == ["r-1"]
