@@ -109,9 +109,9 @@ def took_up_for_settlement(state: RunState, *, history: frozenset[RunState], tar
 
     An unreachable run whose history shows its node took it up started. One handed out
     and unreachable since it fell due did not, as far as anyone knows: ended by its
-    node's word (missed its slot, refused it) or by a cancel, it is charged nothing (a
-    bundle that arrives after a cancel all the same re-settles it at what it measured);
-    ended by the horizon, it may have run unseen, and the safe side charges it all.
+    node's word (missed its slot, refused it), it is charged nothing; ended by the
+    horizon, it may have run unseen, and the safe side charges it all. (A cancel does
+    not settle it: :func:`cancel_holds_reservation`.)
     """
     if state != RunState.UNREACHABLE:
         return None
