@@ -103,6 +103,12 @@ class Heartbeat(_Wire):
     #: ``cancel_run_ids`` names those cancelled or ended meanwhile (e.g. while the node
     #: was offline), and the node drops them.
     pending_run_ids: IdList = []
+    #: Runs the node dropped from its book without starting them (on a
+    #: ``cancel_run_ids`` order, or missed): a cancelled run's reservation is held until
+    #: its node says so (or its bundle arrives), since a node out of contact may run it
+    #: before it learns of the cancel. Ids of runs not cancelled are ignored.
+    #: The node reports each until a heartbeat carrying it is answered.
+    dropped_run_ids: IdList = []
 
 
 class Assignment(_Wire):

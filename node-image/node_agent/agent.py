@@ -210,6 +210,7 @@ class Agent:
             with self._lock:
                 running = [self._current[0]] if self._current else []
                 pending = self.book.pending_ids[:1000]  # the wire's bound on id lists
+                dropped = self.book.dropped_ids
             uncounted = self.outbox.run_ids() | set(running)  # see node_agent.sim_account
             sent_at = self.clock()
             metadata, marks = self._live_metadata()
@@ -222,6 +223,7 @@ class Agent:
                 spooled_bundles=len(self.spool),
                 metadata=metadata,
                 pending_run_ids=pending,
+                dropped_run_ids=dropped,
             )
             try:
                 reply = self.client.heartbeat(body)
@@ -245,6 +247,8 @@ class Agent:
             )
             save_estimate(self.clock_estimate, self.clock_path)
             self.heartbeat_interval_s = reply.heartbeat_interval_s
+            with self._lock:
+                self.book.acknowledge_dropped(dropped)  # saved with the orders below
             self._take_orders(reply.assignments, reply.cancel_run_ids)
             with self._lock:
                 self.account = self.account.contact(reply.sim_left_bytes, uncounted=uncounted)
@@ -281,7 +285,7 @@ class Agent:
             now = orchestrator_time(self.clock(), self.clock_estimate)
             with self._lock:
                 for missed in self.book.missed(now):
-                    self.book.take(missed.run_id)
+                    self.book.cancel(missed.run_id)  # reported dropped: never started
                     self._report(
                         missed.run_id, RunState.EXPIRED,
                         f"missed: the node could not start the run before its deadline "

@@ -3,6 +3,15 @@
 Pure bookkeeping (the orchestrator re-sends assignments until it sees them started, so
 the book de-duplicates); :func:`save_book`/:func:`load_book` persist it in the state
 directory, so prefetched runs survive an agent restart.
+
+The book also keeps the runs it dropped unstarted, cancelled or missed (:attr:`dropped_ids`):
+the orchestrator holds a cancelled run's reservation until its node says it never ran it
+(a node out of contact may run it before it learns of the cancel). They are persisted
+with the book and reported in every heartbeat until one carrying them is answered
+(:meth:`AssignmentBook.acknowledge_dropped`); the orchestrator's handling is idempotent,
+so a lost reply only means they are sent again. At most :data:`REPORTED_DROPS` wait (the
+wire's bound on id lists); beyond that the oldest go unreported and the orchestrator's
+horizon settles them.
 """
 
 from __future__ import annotations
@@ -21,14 +30,18 @@ log = logging.getLogger(__name__)
 
 #: How many started/finished run ids are remembered to refuse re-sent assignments.
 REMEMBERED_RUNS = 1000
+#: How many dropped, not yet acknowledged run ids are kept (``wire.Heartbeat``'s bound).
+REPORTED_DROPS = 1000
 
 
 class AssignmentBook:
     def __init__(
-        self, pending: Iterable[Assignment] = (), seen: Iterable[str] = ()
+        self, pending: Iterable[Assignment] = (), seen: Iterable[str] = (),
+        dropped: Iterable[str] = (),
     ) -> None:
         self._pending: dict[str, Assignment] = {a.run_id: a for a in pending}
         self._seen: list[str] = list(seen)[-REMEMBERED_RUNS:]
+        self._dropped: list[str] = list(dict.fromkeys(dropped))[-REPORTED_DROPS:]
 
     def offer(self, assignments: Iterable[Assignment]) -> list[Assignment]:
         """Add assignments not yet known; returns the ones that are new."""
@@ -41,11 +54,24 @@ class AssignmentBook:
         return added
 
     def cancel(self, run_id: str) -> Assignment | None:
-        """Drop a pending run; returns it if it was pending."""
+        """Drop a pending run; returns it if it was pending (then it is reported as
+        dropped unstarted until acknowledged)."""
         a = self._pending.pop(run_id, None)
         if a is not None:
             self._remember(run_id)
+            self._dropped.append(run_id)
+            del self._dropped[:-REPORTED_DROPS]
         return a
+
+    @property
+    def dropped_ids(self) -> list[str]:
+        """Runs dropped unstarted on a cancel, oldest first, not yet acknowledged."""
+        return list(self._dropped)
+
+    def acknowledge_dropped(self, run_ids: Iterable[str]) -> None:
+        """Forget dropped runs a heartbeat delivered (its reply came back)."""
+        done = set(run_ids)
+        self._dropped = [r for r in self._dropped if r not in done]
 
     def take(self, run_id: str) -> Assignment:
         """Mark a pending run as started (it leaves the book and is remembered)."""
@@ -79,6 +105,7 @@ class AssignmentBook:
         return {
             "pending": [a.model_dump(mode="json") for a in self._pending.values()],
             "seen": self._seen,
+            "dropped": self._dropped,
         }
 
     @classmethod
@@ -86,6 +113,7 @@ class AssignmentBook:
         return cls(
             pending=(Assignment.model_validate(a) for a in data.get("pending", [])),
             seen=(str(s) for s in data.get("seen", [])),
+            dropped=(str(d) for d in data.get("dropped", [])),
         )
 
     def _remember(self, run_id: str) -> None:

@@ -109,15 +109,64 @@ def took_up_for_settlement(state: RunState, *, history: frozenset[RunState], tar
 
     An unreachable run whose history shows its node took it up started. One handed out
     and unreachable since it fell due did not, as far as anyone knows: ended by its
-    node's word (missed its slot, refused it) or by a cancel, it is charged nothing (a
-    bundle that arrives after a cancel all the same re-settles it at what it measured);
-    ended by the horizon, it may have run unseen, and the safe side charges it all.
+    node's word (missed its slot, refused it), it is charged nothing; ended by the
+    horizon, it may have run unseen, and the safe side charges it all. (A cancel does
+    not settle it: :func:`cancel_holds_reservation`.)
     """
     if state != RunState.UNREACHABLE:
         return None
     if TOOK_UP & history:
         return True
     return target == RunState.FAILED and not by_node
+
+
+def cancel_holds_reservation(state: RunState, history: frozenset[RunState]) -> bool:
+    """Whether cancelling a run in ``state`` leaves its reservation held (unsettled).
+
+    A run handed to its node (``assigned``, or ``unreachable`` since it fell due without
+    a start in its ``history``) sits in the node's book; a node out of contact may run it
+    offline before it learns of the cancellation, and its bundle is then taken and
+    charged at what it measured. Released at the cancel, its bytes could be booked again
+    meanwhile and the SIM overrun; so they stay held until the node says it dropped the
+    run unstarted (:func:`releases_dropped`), its bundle arrives, or the horizon passes
+    (:func:`held_cancel_expired`). A run never handed out cannot run: released at once.
+    """
+    if state == RunState.ASSIGNED:
+        return True
+    return state == RunState.UNREACHABLE and not TOOK_UP & history
+
+
+def releases_dropped(*, run_node: str, node_id: str, state: RunState, settled: bool) -> bool:
+    """Whether a node's word that it dropped a run unstarted releases the run's held
+    reservation: only for the node's own runs, cancelled and not yet settled (the list
+    is the node's input; anything else in it changes nothing)."""
+    return run_node == node_id and state == RunState.CANCELLED and not settled
+
+
+def held_cancel_expired(*, cancelled_at: datetime, now: datetime, horizon: Horizon) -> bool:
+    """Whether a cancelled run whose reservation is held waited the horizon for its
+    node's word: then it is settled as started and unmeasured (it may have run unseen),
+    as an unreachable run is at the horizon."""
+    return horizon.passed(silent_since=cancelled_at, now=now)
+
+
+def held_cancel_note(node_id: str) -> str:
+    return (f"its reservation stays held until node {node_id} confirms it dropped the run "
+            "unstarted (or its bundle arrives): the node may run it offline before it "
+            "learns of the cancellation")
+
+
+def dropped_note(node_id: str) -> str:
+    return (f"node {node_id} confirmed it dropped the run unstarted after the cancellation: "
+            "the reservation is released (charged 0 bytes)")
+
+
+def held_cancel_horizon_reason(node_id: str, *, cancelled_at: datetime,
+                               horizon: Horizon) -> str:
+    return (f"no word from node {node_id} about the cancelled run for "
+            f"{fmt_span(horizon.seconds)} since the cancellation at "
+            f"{cancelled_at.isoformat()}: it may have run unseen; the whole reservation "
+            "is charged")
 
 
 def unreachable_reason(node_id: str, *, last_heard: str, horizon: Horizon) -> str:

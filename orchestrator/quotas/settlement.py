@@ -18,6 +18,15 @@ A run whose node is out of contact (``unreachable``) is not settled: its reserva
 stays held until the node's report or bundle brings the measured bytes, or the horizon
 fails it (then it is a started, unmeasured run).
 
+A run cancelled after it was handed to its node, before any start was seen, is not
+settled at the cancel either: the node, out of contact, may run it before it learns of
+the cancellation, and releasing its bytes then could let them be booked twice (an
+overrun). Its reservation stays held until the node says it dropped the run unstarted
+(not started: charged nothing), its bundle arrives (measured), or the horizon passes
+after the cancel (started, unmeasured: the whole reservation). The decisions are
+``orchestrator.model.contact``'s (``cancel_holds_reservation``, ``releases_dropped``,
+``held_cancel_expired``); the charge is this rule's.
+
 No I/O.
 """
 

@@ -133,7 +133,9 @@ def _may_change(s: Session, principal: Principal, campaign: Campaign, verb: str)
 
 def _cancel(s: Session, campaign: Campaign, principal: Principal, now: datetime) -> None:
     """Stop planning it, and cancel its runs that have not started (their reservations
-    are released by the run state machine, services.runs.transition -> quotas.settle)."""
+    are released by the run state machine, services.runs.transition -> quotas.settle;
+    those already handed to their node once it confirms it dropped them:
+    model.contact.cancel_holds_reservation)."""
     reason = f"campaign cancelled by {principal.name}"
     if campaign.cancelled_at is None:
         campaign.cancelled_at = now

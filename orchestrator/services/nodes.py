@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Conflict, Invalid, NotFound
+from orchestrator.model.contact import dropped_note, releases_dropped
 from orchestrator.model.ids import new_token
 from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
 from orchestrator.services import quotas
@@ -24,7 +25,7 @@ from orchestrator.services.auth import Principal, authenticate_node, hash_token
 from orchestrator.services.context import Context
 from orchestrator.services.runs import transition
 from orchestrator.services.views import node_public
-from orchestrator.store.tables import Interface, Node, Run
+from orchestrator.store.tables import Interface, Node, Run, RunEvent
 from orchestrator.timeseries.lineprotocol import Point, encode, shifted
 from orchestrator.timeseries.nodeclock import heartbeat_shift
 from orchestrator.timeseries.schema import RunContext, live_points
@@ -217,14 +218,38 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
                 if r.node_id != node.id
                 or RunState(r.state) in (RunState.CANCELLED, RunState.FAILED, RunState.EXPIRED)
             )
+        released = _release_dropped(s, node, body.dropped_run_ids, now)
         sim_left = quotas.sim_left_for_node(s, ctx.settings, node, now)
-        return wire.HeartbeatReply(
+        reply = wire.HeartbeatReply(
             server_time=now,
             heartbeat_interval_s=interval,
             assignments=assignments,
             cancel_run_ids=cancel,
             sim_left_bytes=sim_left,
         )
+    if released:
+        ctx.replan_wanted.set()  # the released bytes may be booked again
+    return reply
+
+
+def _release_dropped(s: Session, node: Node, dropped: list[str], now: datetime) -> int:
+    """Settle as not started each cancelled run whose reservation was held until its node
+    said it dropped the run unstarted (``Heartbeat.dropped_run_ids``); ids of other
+    nodes' runs, or of runs not cancelled or already settled, change nothing. Returns
+    how many were released."""
+    if not dropped:
+        return 0
+    released = 0
+    for r in s.scalars(select(Run).where(Run.id.in_(dropped))).all():
+        if not releases_dropped(run_node=r.node_id, node_id=node.id,
+                                state=RunState(r.state), settled=r.settled_at is not None):
+            continue
+        if quotas.settle(s, r, at=now, started=False) is None:
+            continue  # booked before quotas: nothing held
+        s.add(RunEvent(run_id=r.id, state=r.state, reason=dropped_note(node.id),
+                       source=f"node:{node.id}", at=now))
+        released += 1
+    return released
 
 
 def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,

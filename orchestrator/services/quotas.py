@@ -139,26 +139,35 @@ def reservation_of(s: Session, run: Run) -> Reservation | None:
                        f"run {run.id}")
 
 
+def history_of(s: Session, run: Run) -> frozenset[RunState]:
+    """Every state the run has been in (its events)."""
+    return frozenset(RunState(x) for x in s.scalars(
+        select(RunEvent.state).where(RunEvent.run_id == run.id)).all())
+
+
 def settle(s: Session, run: Run, *, at: datetime, target: RunState | None = None,
-           by_node: bool = False) -> Settlement | None:
+           by_node: bool = False, started: bool | None = None) -> Settlement | None:
     """Settle the run's reservation once, from its current state (and, for an
     ``unreachable`` run, the state it moves to and who moves it:
     :func:`orchestrator.model.contact.took_up_for_settlement`): the decision is the
     ledger's (:func:`orchestrator.quotas.settlement.settle`), this stores it. An overrun
-    is recorded as an event and shows in the SIM's usage. None: nothing to settle."""
+    is recorded as an event and shows in the SIM's usage. None: nothing to settle.
+
+    ``started`` overrides what the state says, for a cancelled run whose reservation was
+    held (:func:`orchestrator.model.contact.cancel_holds_reservation`): its node's word
+    that it dropped the run (False), or the horizon (True) settles it."""
     if run.settled_at is not None:
         return None
     reservation = reservation_of(s, run)
     if reservation is None:
         return None
     state = RunState(run.state)
-    started = state not in NOT_STARTED
-    if state == RunState.UNREACHABLE:
-        history = frozenset(RunState(x) for x in s.scalars(
-            select(RunEvent.state).where(RunEvent.run_id == run.id)).all())
-        took_up = took_up_for_settlement(state, history=history,
-                                         target=target or state, by_node=by_node)
-        started = started if took_up is None else took_up
+    if started is None:
+        started = state not in NOT_STARTED
+        if state == RunState.UNREACHABLE:
+            took_up = took_up_for_settlement(state, history=history_of(s, run),
+                                             target=target or state, by_node=by_node)
+            started = started if took_up is None else took_up
     done = settlement.settle(reservation, measured_bytes=run.measured_bytes,
                              started=started)
     run.charged_bytes = done.charged_bytes

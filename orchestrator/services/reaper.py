@@ -9,6 +9,8 @@
 - a run still active past its deadline plus a grace, its node heard from since the
   deadline, fails (a node silent since then is out of contact: the rule above);
 - a scheduled run never picked up expires;
+- a cancelled run whose reservation is held for its node's word (it may have run it
+  offline, not knowing) is settled as started and unmeasured after the same horizon;
 - a run waiting for its bundle longer than ``upload_wait_s`` fails;
 - and, not a run but its bytes: an unfinished upload idle for ``part_idle_expire_s``
   is dropped (``services.partials``), so abandoned parts do not fill the disk.
@@ -25,16 +27,19 @@ from orchestrator.model.contact import (
     Silence,
     Slot,
     due_unreachable_reason,
+    held_cancel_expired,
+    held_cancel_horizon_reason,
     horizon_reason,
     on_silence,
     unreachable_reason,
 )
 from orchestrator.model.health import node_health
+from orchestrator.services import quotas
 from orchestrator.services.context import Context
 from orchestrator.services.nodes import ACTIVE_ON_NODE
 from orchestrator.services.partials import expire_idle_parts
 from orchestrator.services.runs import transition
-from orchestrator.store.tables import Node, Run
+from orchestrator.store.tables import Node, Run, RunEvent
 from testbed_common.states import NodeHealth, RunState
 
 
@@ -115,6 +120,17 @@ def reap(ctx: Context) -> int:
                 at=now,
             )
             ended += 1
+        # A cancelled run its node may still have run: its reservation is held for the
+        # node's word (model.contact.cancel_holds_reservation), for the horizon at most.
+        for run in s.scalars(select(Run).where(Run.state == RunState.CANCELLED,
+                                               Run.settled_at.is_(None),
+                                               Run.reserved_bytes.is_not(None))).all():
+            if not held_cancel_expired(cancelled_at=run.state_at, now=now, horizon=horizon):
+                continue
+            quotas.settle(s, run, at=now, started=True)
+            s.add(RunEvent(run_id=run.id, state=run.state, source="orchestrator", at=now,
+                           reason=held_cancel_horizon_reason(
+                               run.node_id, cancelled_at=run.state_at, horizon=horizon)))
         wait = timedelta(seconds=health.upload_wait_s)
         stuck = s.scalars(
             select(Run).where(Run.state == RunState.UPLOADING, Run.state_at < now - wait)

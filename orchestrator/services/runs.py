@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.catalogue.manifest import Manifest
 from orchestrator.errors import Conflict, Invalid, NotFound
+from orchestrator.model.contact import cancel_holds_reservation, held_cancel_note
 from orchestrator.model.ids import NodeId, new_run_id
 from orchestrator.scheduling.forecast import expected_rate
 from orchestrator.scheduling.slots import Slot, first_free_start
@@ -51,7 +52,11 @@ def transition(
         silent = max(0.0, (at - run.silent_since).total_seconds())
         run.out_of_contact_s = (run.out_of_contact_s or 0.0) + silent
         run.silent_since = None
-    if target in FINAL_STATES:
+    if target == RunState.CANCELLED and _cancel_holds(s, run, current):
+        # Its node holds it and may run it before it learns of the cancel: the
+        # reservation stays held (model.contact.cancel_holds_reservation).
+        reason = f"{reason}; {held_cancel_note(run.node_id)}"
+    elif target in FINAL_STATES:
         # before the move: it looks at where the run was (and, for an unreachable one,
         # at where it goes and who moves it)
         quotas.settle(s, run, at=at, target=target, by_node=source.startswith("node:"))
@@ -59,6 +64,13 @@ def transition(
     run.state_reason = reason
     run.state_at = at
     s.add(RunEvent(run_id=run.id, state=target.value, reason=reason, source=source, at=at))
+
+
+def _cancel_holds(s: Session, run: Run, current: RunState) -> bool:
+    if run.settled_at is not None or run.reserved_bytes is None:
+        return False  # nothing held to keep
+    history = quotas.history_of(s, run) if current == RunState.UNREACHABLE else frozenset()
+    return cancel_holds_reservation(current, history)
 
 
 def _manifest(ctx: Context, name: str) -> Manifest:

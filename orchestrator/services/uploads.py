@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import event, select
+from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,7 @@ from orchestrator.archive.store import OffsetMismatch
 from orchestrator.errors import Conflict, Invalid, NotFound, TooLarge, UploadFailed
 from orchestrator.model.contact import out_of_contact_note, ran_after_cancel_note
 from orchestrator.model.uploads import AWAITING, bundle_refusal, ran_after_cancel
+from orchestrator.services import quotas
 from orchestrator.services.auth import authenticate_node
 from orchestrator.services.context import Context
 from orchestrator.services.partials import check_node_cap
@@ -68,9 +69,8 @@ def _status(ctx: Context, run: Run, up: Upload) -> wire.UploadStatus:
     )
 
 
-def _history(s: Session, run: Run) -> list[RunState]:
-    return [RunState(x) for x in
-            s.scalars(select(RunEvent.state).where(RunEvent.run_id == run.id)).all()]
+def _history(s: Session, run: Run) -> frozenset[RunState]:
+    return quotas.history_of(s, run)
 
 
 def _refuse_unless_results_can_exist(s: Session, run: Run) -> None:
@@ -262,8 +262,10 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
                    source="orchestrator", at=now)
     elif ran_after_cancel(state, _history(s, run)):
         # Its node held it and ran it offline before it could learn of the cancellation:
-        # real results, kept and ingested; the reservation released at the cancel is
-        # settled again, at what the run measured.
+        # real results, kept and ingested; the reservation, held since the cancel
+        # (model.contact.cancel_holds_reservation), is settled at what the run measured
+        # (a run cancelled before that rule, or dropped and run all the same, settled at
+        # the cancel or the drop: settled again).
         cancelled_at = run.state_at.isoformat()
         if run.measured_bytes is None:
             run.measured_bytes = measured_in_bundle(ctx, contents)

@@ -213,6 +213,13 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
     reserved = max(r["reserved_bytes"] for r in probe["runs"] if r["node"] == "se-02")
     for r in probe["runs"]:
         fleet.http.post(f"/api/v1/runs/{r['id']}/cancel", json={"reason": "probe"})
+    # A probe run already handed to its node keeps its reservation until the node says
+    # it dropped it (its next heartbeat): wait for every probe run to be settled.
+    until = time.monotonic() + 60
+    while any(fleet.get(f"/api/v1/runs/{r['id']}")["charged_bytes"] is None
+              for r in probe["runs"]):
+        assert time.monotonic() < until, "probe runs' reservations never released"
+        time.sleep(1)
     # The cap is monthly: earlier runs on this SIM count. Usable is 95% of the cap;
     # leave room for two more sessions and a half, so the third does not fit.
     used = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")["used"]

@@ -24,6 +24,7 @@ from tests.integration.test_campaign_planner import (
     submit,
     two_nodes,
 )
+from tests.integration.test_offline_schedule import _beat
 
 
 def user(api: Api, name: str) -> dict[str, str]:
@@ -148,12 +149,18 @@ def test_cancel_stops_bookings_releases_quota_and_keeps_started_runs(
     states = {run["id"]: run["state"] for run in cancelled["runs"]}
     assert states.pop(running) == "running"
     assert set(states.values()) == {"cancelled"}
-    run = api.client.get(f"/api/v1/runs/{next(iter(states))}", headers=alice).json()
+    # se-02 was never handed its runs: released at once
+    unsent = next(r["id"] for r in cancelled["runs"] if r["node"] == "se-02")
+    run = api.client.get(f"/api/v1/runs/{unsent}", headers=alice).json()
     assert run["reason"] == "campaign cancelled by alice" and run["charged_bytes"] == 0
-    # only the running run still holds a reservation
+    assert quota(api, "se-02", "op0")["reserved"] == 0
+    # se-01 holds its day of runs: held until it says it dropped them ...
+    handed = [r["id"] for r in cancelled["runs"] if r["node"] == "se-01" and r["id"] != running]
+    assert handed and all(states[i] == "cancelled" for i in handed)
+    _beat(api, tokens["se-01"], running=[running], dropped=handed)
+    # ... then only the running run still holds a reservation
     held = next(r for r in cancelled["runs"] if r["id"] == running)["reserved_bytes"]
     assert quota(api, "se-01", "op0")["reserved"] == held
-    assert quota(api, "se-02", "op0")["reserved"] == 0
     assert replan(api)["runs_booked"] == 0
     again = api.client.post(f"/api/v1/campaigns/{out['id']}/cancel", headers=api.admin)
     assert again.status_code == 200 and again.json()["cancelled_at"] == cancelled[

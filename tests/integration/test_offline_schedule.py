@@ -40,9 +40,11 @@ def _book(api: Api, in_s: float, duration_s: int = 10) -> dict[str, Any]:
 
 
 def _beat(api: Api, token: str, *, pending: list[str] | None = None,
-          running: list[str] | None = None) -> wire.HeartbeatReply:
+          running: list[str] | None = None,
+          dropped: list[str] | None = None) -> wire.HeartbeatReply:
     hb = wire.Heartbeat(sent_at=api.clock.now(), interfaces=[], disk_free_bytes=10**9,
-                        running_run_ids=running or [], pending_run_ids=pending or [])
+                        running_run_ids=running or [], pending_run_ids=pending or [],
+                        dropped_run_ids=dropped or [])
     r = api.client.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=api.node(token),
                         json=hb.model_dump(mode="json"))
     assert r.status_code == 200, r.text
@@ -208,12 +210,14 @@ def test_a_cancel_made_while_the_node_was_offline_is_learned_at_its_next_contact
     r = api.client.post(f"/api/v1/runs/{cancelled['id']}/cancel", headers=api.admin,
                         json={"reason": "campaign withdrawn"})
     assert r.status_code == 200, r.text
-    assert r.json()["charged_bytes"] == 0
+    assert r.json()["charged_bytes"] is None  # held: the node may run it, not knowing
     reply = _beat(api, token, pending=held)
     assert reply.cancel_run_ids == [cancelled["id"]]
     assert reply.assignments == []  # the other is held already
     assert shown(api, kept["id"])["state"] == "assigned"
-    assert _beat(api, token, pending=[kept["id"]]).cancel_run_ids == []
+    reply = _beat(api, token, pending=[kept["id"]], dropped=[cancelled["id"]])
+    assert reply.cancel_run_ids == []
+    assert shown(api, cancelled["id"])["charged_bytes"] == 0  # dropped: released
 
 
 def test_a_campaign_cancelled_while_its_node_was_offline_is_dropped_from_its_book(
@@ -238,11 +242,15 @@ def test_a_campaign_cancelled_while_its_node_was_offline_is_dropped_from_its_boo
     r = api.client.post(f"/api/v1/campaigns/{campaign['id']}/cancel", headers=api.admin)
     assert r.status_code == 200, r.text
     assert {shown(api, i)["state"] for i in ids} == {"cancelled"}  # none had started
-    assert quota(api, "se-01", "op0")["reserved"] == 0
+    assert quota(api, "se-01", "op0")["reserved"] == 3 * TAT10  # held for the node's word
     # back: the node still holds two (it missed the first: reported on its own)
     reply = _beat(api, token, pending=held[1:])
     assert reply.cancel_run_ids == sorted(held[1:])
     assert reply.assignments == []
+    # it dropped the two, and missed the first: none ran, all released
+    _beat(api, token, dropped=held)
+    assert quota(api, "se-01", "op0")["reserved"] == 0
+    assert {shown(api, i)["charged_bytes"] for i in ids} == {0}
 
 
 def test_a_run_that_ran_offline_after_its_cancellation_is_kept_and_done(
@@ -255,7 +263,7 @@ def test_a_run_that_ran_offline_after_its_cancellation_is_kept_and_done(
                         json={"reason": "campaign withdrawn"})
     assert r.status_code == 200, r.text
     cancelled_at = shown(api, run["id"])["state_at"]
-    assert quota(api, "se-01", "op0")["reserved"] == 0  # released at the cancel
+    assert quota(api, "se-01", "op0")["reserved"] == TAT10  # held: the node may run it
     _go_silent_past(api, 15 * 60)  # the node ran it meanwhile, not knowing
     # back: its reports are refused (the run is final here) ...
     assert api.report(token, run["id"], "deploying").status_code == 409
@@ -294,3 +302,123 @@ def test_a_node_that_lost_its_book_is_handed_its_day_again_not_told_it_lost_runs
                         json=reg.model_dump(mode="json"))
     assert r.json()["active_run_ids"] == []  # nothing it should report lost
     assert [a.run_id for a in _beat(api, token).assignments] == [x["id"] for x in runs]
+
+
+# --- a cancelled run its node may still run keeps its reservation ----------------------
+
+
+def _cancel(api: Api, run_id: str) -> dict[str, Any]:
+    r = api.client.post(f"/api/v1/runs/{run_id}/cancel", headers=api.admin,
+                        json={"reason": "campaign withdrawn"})
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def _handed_out_and_cancelled(api: Api, token: str, in_s: float = 20 * 60) -> dict[str, Any]:
+    """A run handed to the node, the node then out of contact, the run cancelled."""
+    run = _book(api, in_s)
+    assert [a.run_id for a in _beat(api, token).assignments] == [run["id"]]
+    _go_silent_past(api, 12 * 60)
+    return _cancel(api, run["id"])
+
+
+def test_cancelling_a_handed_out_run_holds_its_reservation_for_the_node(api: Api) -> None:
+    token = _node(api)
+    got = _handed_out_and_cancelled(api, token)
+    assert got["state"] == "cancelled"
+    assert got["reason"].startswith("campaign withdrawn (by admin)")
+    assert ("reservation stays held until node se-01 confirms it dropped the run"
+            in got["reason"]), got["reason"]
+    assert got["charged_bytes"] is None  # not settled
+    assert quota(api, "se-01", "op0")["reserved"] == TAT10
+    # one never handed out is released at once, as before
+    later = _book(api, 5 * HOUR)
+    assert _cancel(api, later["id"])["charged_bytes"] == 0
+    assert quota(api, "se-01", "op0")["reserved"] == TAT10
+
+
+def test_an_unreachable_run_cancelled_before_it_started_is_held_too(api: Api) -> None:
+    token = _node(api)
+    run = _book(api, 60)
+    _beat(api, token)
+    _go_silent_past(api, 15 * 60)  # fell due while the node was away
+    assert shown(api, run["id"])["state"] == "unreachable"
+    got = _cancel(api, run["id"])
+    assert got["charged_bytes"] is None
+    assert quota(api, "se-01", "op0")["reserved"] == TAT10
+
+
+def test_the_nodes_word_that_it_dropped_the_run_releases_it_charged_nothing(
+        api: Api) -> None:
+    token = _node(api)
+    run = _handed_out_and_cancelled(api, token)
+    reply = _beat(api, token, pending=[run["id"]])
+    assert reply.cancel_run_ids == [run["id"]]
+    assert quota(api, "se-01", "op0")["reserved"] == TAT10  # not before it says so
+    _beat(api, token, dropped=[run["id"]])
+    got = shown(api, run["id"])
+    assert (got["state"], got["charged_bytes"]) == ("cancelled", 0)
+    assert got["events"][-1]["reason"] == (
+        "node se-01 confirmed it dropped the run unstarted after the cancellation: "
+        "the reservation is released (charged 0 bytes)")
+    assert got["events"][-1]["source"] == "node:se-01"
+    q = quota(api, "se-01", "op0")
+    assert (q["used"], q["reserved"]) == (0, 0)
+    _beat(api, token, dropped=[run["id"]])  # said again (a lost reply): nothing changes
+    assert len(shown(api, run["id"])["events"]) == len(got["events"])
+
+
+def test_a_bundle_instead_settles_at_measured_with_no_overrun_on_a_full_sim(
+        api: Api, tmp_path: Path) -> None:
+    token = _node(api)
+    r = api.client.put("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin,
+                       json={"cap_bytes": TAT10, "margin": 0})
+    assert r.status_code == 200, r.text
+    run = _handed_out_and_cancelled(api, token)
+    # the SIM is full: the held bytes cannot be booked again while the node may run it
+    r = api.client.post("/api/v1/runs", headers=api.admin, json={
+        "experiment": "tat", "node": "se-01", "interface": "op0",
+        "parameters": {"duration_s": 10}})
+    assert r.status_code == 409, r.text
+    _go_silent_past(api, 15 * 60)  # the node ran it meanwhile, not knowing
+    assert _upload(api, token, run["id"], tmp_path, bytes_used=MEASURED)["complete"]
+    got = shown(api, run["id"])
+    assert got["state"] == "done", got
+    assert (got["measured_bytes"], got["charged_bytes"]) == (MEASURED, MEASURED)
+    q = quota(api, "se-01", "op0")
+    assert (q["used"], q["reserved"], q["overrun"]) == (MEASURED, 0, 0)
+    assert q["used"] <= q["usable"]  # never over the cap
+
+
+def test_a_cancelled_run_its_node_never_speaks_of_is_charged_at_the_horizon(
+        api: Api) -> None:
+    token = _node(api)
+    run = _handed_out_and_cancelled(api, token)
+    horizon = api.settings.health.unreachable_horizon_s
+    api.clock.advance(horizon - 60)
+    _reap(api)
+    assert shown(api, run["id"])["charged_bytes"] is None  # still waiting for its word
+    api.clock.advance(120)
+    _reap(api)
+    got = shown(api, run["id"])
+    assert (got["state"], got["charged_bytes"]) == ("cancelled", TAT10)  # the safe side
+    assert got["events"][-1]["reason"].startswith(
+        "no word from node se-01 about the cancelled run for 7 days since the cancellation")
+    q = quota(api, "se-01", "op0")
+    assert (q["used"], q["reserved"]) == (TAT10, 0)
+
+
+def test_dropped_ids_of_another_nodes_run_or_a_live_run_change_nothing(api: Api) -> None:
+    token = _node(api)
+    other = api.add_node("se-02", [("op0", "240-02", "Tele2")])
+    theirs = _handed_out_and_cancelled(api, token)
+    mine = _book(api, 2 * HOUR)
+    _beat(api, token, pending=[theirs["id"]])
+    assert shown(api, mine["id"])["state"] == "assigned"
+    _beat(api, other, dropped=[theirs["id"], mine["id"]])  # not its runs
+    _beat(api, token, pending=[mine["id"]], dropped=[mine["id"]])  # not cancelled
+    assert shown(api, theirs["id"])["charged_bytes"] is None
+    got = shown(api, mine["id"])
+    assert (got["state"], got["charged_bytes"]) == ("assigned", None)
+    assert quota(api, "se-01", "op0")["reserved"] == 2 * TAT10

@@ -11,10 +11,13 @@ from orchestrator.model.contact import (
     Horizon,
     Silence,
     Slot,
+    cancel_holds_reservation,
     fmt_span,
+    held_cancel_expired,
     horizon_reason,
     on_silence,
     out_of_contact_note,
+    releases_dropped,
     took_up_for_settlement,
 )
 from testbed_common.states import RunState, can_move
@@ -140,3 +143,30 @@ def test_cli_and_campaigns_page_know_the_state() -> None:
     # counted in life-cycle order, after uploading and before the final states
     assert _runs({"done": 2, "unreachable": 1, "running": 3}) == (
         "3 running, 1 unreachable, 2 done")
+
+
+@pytest.mark.parametrize(("state", "history", "held"), [
+    (S.SCHEDULED, {S.SCHEDULED}, False),  # never handed out: cannot run
+    (S.ASSIGNED, {S.SCHEDULED, S.ASSIGNED}, True),  # in the node's book
+    (S.UNREACHABLE, {S.SCHEDULED, S.ASSIGNED}, True),  # fell due while away
+    (S.UNREACHABLE, {S.ASSIGNED, S.DEPLOYING}, False),  # started: settled as started
+    (S.UNREACHABLE, {S.ASSIGNED, S.RUNNING}, False),
+    (S.RUNNING, {S.ASSIGNED, S.DEPLOYING, S.RUNNING}, False),
+])
+def test_a_cancel_holds_the_reservation_of_a_run_its_node_may_still_start(
+        state: RunState, history: set[RunState], held: bool) -> None:
+    assert cancel_holds_reservation(state, frozenset(history)) is held
+
+
+def test_only_the_nodes_own_unsettled_cancelled_runs_are_released_on_its_word() -> None:
+    ok = {"run_node": "se-01", "node_id": "se-01", "state": S.CANCELLED, "settled": False}
+    assert releases_dropped(**ok)  # type: ignore[arg-type]
+    for change in ({"node_id": "se-02"}, {"state": S.ASSIGNED}, {"state": S.DONE},
+                   {"settled": True}):
+        assert not releases_dropped(**{**ok, **change})  # type: ignore[arg-type]
+
+
+def test_a_held_cancel_is_settled_at_the_horizon_from_the_cancellation() -> None:
+    assert not held_cancel_expired(cancelled_at=NOW - timedelta(days=7) + timedelta(seconds=1),
+                                   now=NOW, horizon=WEEK)
+    assert held_cancel_expired(cancelled_at=NOW - timedelta(days=7), now=NOW, horizon=WEEK)
