@@ -4,11 +4,14 @@
     python dashboards/generate.py            # rewrite dashboards/provisioning/
     python dashboards/generate.py --out DIR  # write elsewhere (the tests compare)
 
-Writes a datasource (InfluxDB over the v1 API with InfluxQL, which 1.x, 2.x and 3.x
-serve; see docs/timeseries.md), a dashboards provider, and one JSON model per
-dashboard. Mount ``provisioning/`` as ``/etc/grafana/provisioning`` and set
-``TESTBED_INFLUXDB_URL``, ``TESTBED_INFLUXDB_DB``, ``TESTBED_INFLUXDB_USER`` and
-``TESTBED_INFLUXDB_PASSWORD`` in Grafana's environment (provisioning expands them).
+Writes two datasources (InfluxDB over the v1 API with InfluxQL, which 1.x, 2.x and 3.x
+serve, see docs/timeseries.md; and the Prometheus that evaluates the alert rules), a
+dashboards provider, and one JSON model per dashboard, built with the Grafana
+Foundation SDK's builders so that they are Grafana's schema, not hand-written JSON.
+Mount ``provisioning/`` as ``/etc/grafana/provisioning`` and set
+``TESTBED_INFLUXDB_URL``, ``TESTBED_INFLUXDB_DB``, ``TESTBED_INFLUXDB_USER``,
+``TESTBED_INFLUXDB_PASSWORD`` and ``TESTBED_PROMETHEUS_URL`` in Grafana's environment
+(provisioning expands them).
 
 Every query is InfluxQL against the measurements and fields of
 orchestrator/timeseries/schema.py, bounded by ``$timeFilter`` and narrowed by the
@@ -20,8 +23,13 @@ zone. What Grafana cannot compute (the time-of-day significance test, the RD CDF
 approximated here and computed exactly by the orchestrator's own pages, linked from
 every dashboard (``pages_url`` variable).
 
+The Fleet alerts dashboard reads Prometheus: ``ALERTS`` and the orchestrator's
+``testbed_*`` series (orchestrator/metrics/collector.py), the ones the alert rules in
+deploy/prometheus/rules read, with the rules' thresholds drawn in.
+
 Grafana cannot run on the machines that build this project, so the output is checked
-structurally (tests/unit/test_dashboards.py), not rendered.
+structurally (tests/unit/test_dashboards.py: it round-trips through the SDK's dashboard
+model), not rendered.
 """
 
 from __future__ import annotations
