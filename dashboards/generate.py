@@ -40,12 +40,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grafana_foundation_sdk.builders import common, prometheus, stat, table, timeseries
 from grafana_foundation_sdk.builders import dashboard as sdk
-from grafana_foundation_sdk.builders import prometheus
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog import runtime as cogruntime
 from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_model
 from grafana_foundation_sdk.models import dashboard as model
 from grafana_foundation_sdk.models import prometheus as prom_model
 
@@ -55,7 +56,9 @@ PROMETHEUS_UID = "testbed-prometheus"
 DS = model.DataSourceRef(type_val="influxdb", uid=DATASOURCE_UID)
 PROM = model.DataSourceRef(type_val="prometheus", uid=PROMETHEUS_UID)
 Json = dict[str, Any]
-Panel = sdk.Panel
+Panel = sdk.Panel | timeseries.Panel | stat.Panel | table.Panel
+TYPED_PANELS: dict[str, type[timeseries.Panel | stat.Panel | table.Panel]] = {
+    "timeseries": timeseries.Panel, "stat": stat.Panel, "table": table.Panel}
 Variable = cogbuilder.Builder[model.VariableModel]
 Query = cogbuilder.Builder[cogvariants.Dataquery]
 
@@ -175,13 +178,24 @@ def panel(title: str, kind: str, targets: Sequence[Query], *, unit: str = "",
           options: Json | None = None, overrides: Sequence[tuple[str, Sequence[Json]]] = (),
           transformations: Sequence[Json] = (), repeat: str = "", interval: str = "",
           limits: tuple[float, float] | None = None,
-          steps: sdk.ThresholdsConfig | None = None,
+          steps: sdk.ThresholdsConfig | None = None, legend_calcs: Sequence[str] = (),
           datasource: model.DataSourceRef = DS) -> Panel:
-    """One panel of ``kind`` (its Grafana plugin id). Panel options go in as the plugin's
-    own option object; the SDK's generic panel builder carries them as they are."""
-    p = (sdk.Panel().type(kind).title(title).description(description)
-         .datasource(datasource).targets(list(targets)).span(width).height(height)
-         .options(options or {}))
+    """One panel of ``kind`` (its Grafana plugin id). Time series, stat and table panels
+    are the SDK's typed builders (a table legend with ``legend_calcs``); the other
+    plugins' options go in as Grafana stores them, through the SDK's generic builder."""
+    p: Panel
+    if kind in TYPED_PANELS:
+        assert not options, f"{kind}: set its options through the SDK's {kind} builder"
+        p = TYPED_PANELS[kind]()
+    else:
+        p = sdk.Panel().type(kind).options(options or {})
+    p = (p.title(title).description(description).datasource(datasource)
+         .targets(list(targets)).span(width).height(height))
+    if legend_calcs:
+        assert isinstance(p, timeseries.Panel), "a legend table is a time series option"
+        p = p.legend(common.VizLegendOptions().display_mode(common_model.LegendDisplayMode.TABLE)
+                     .placement(common_model.LegendPlacement.BOTTOM).show_legend(True)
+                     .calcs(list(legend_calcs)))
     if unit:
         p = p.unit(unit)
     for name, props in overrides:
@@ -447,7 +461,7 @@ def daily() -> Json:
                 f'SELECT mean("mean_bps") FROM "tat_summary" {w} '
                 "GROUP BY time(1d), \"operator_name\" fill(none) tz('$tz')",
                 alias="$tag_operator_name")], unit="bps", width=24,
-                options={"legend": {"displayMode": "table", "calcs": ["mean", "min", "max"]}}),
+                legend_calcs=["mean", "min", "max"]),
             panel("Transfers per day", "barchart", [target(
                 f'SELECT count("mean_bps") FROM "tat_summary" {w} '
                 "GROUP BY time(1d), \"operator_name\" fill(0) tz('$tz')",
@@ -541,7 +555,7 @@ def fleet() -> Json:
             panel("System samples per hour", "timeseries", [target(
                 f'SELECT count("cpu_pct") FROM "system" {w} '
                 'GROUP BY time(1h), "node" fill(0)', alias="$tag_node")], width=24,
-                options={"legend": {"displayMode": "table", "calcs": ["min", "last"]}}),
+                legend_calcs=["min", "last"]),
             panel("Latest per node", "table", [target(
                 f'SELECT last("cpu_pct") AS "cpu %", last("temperature_c") AS "temp °C", '
                 f'last("mem_pct") AS "mem %", last("disk_free_bytes") AS "disk free" '
