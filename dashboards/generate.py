@@ -214,6 +214,9 @@ def panel(title: str, kind: str, targets: Sequence[Query], *, unit: str = "",
         p = p.min(limits[0]).max(limits[1])
     if steps:
         p = p.thresholds(steps)
+        if isinstance(p, timeseries.Panel):  # draw the thresholds (an alert's line)
+            p = p.thresholds_style(common.GraphThresholdsStyleConfig().mode(
+                common_model.GraphThresholdsStyleMode.DASHED))
     return p
 
 

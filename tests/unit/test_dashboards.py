@@ -5,9 +5,10 @@ unchanged, every panel reads a provisioned datasource (InfluxDB or Prometheus) w
 least one query, every InfluxQL query is of the shape the datasource runs
 (``SELECT ... FROM "<measurement>"`` or a subquery, bounded by ``$timeFilter``) over the
 measurements, fields and tags of orchestrator/timeseries/schema.py, every PromQL query
-reads ``ALERTS`` or the orchestrator's ``testbed_*`` series (that a real scrape exports
-each of them: tests/integration/test_alert_rules.py), every template variable used is
-defined, and the committed files are what dashboards/generate.py writes today.
+parses (promtool) and reads ``ALERTS`` or the orchestrator's ``testbed_*`` series
+(that a real scrape exports each of them: tests/integration/test_alert_rules.py), every
+template variable used is defined, and the committed files are what
+dashboards/generate.py writes today.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,7 +27,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from orchestrator.timeseries.schema import FIELDS, TAGS
-from tests.conftest import REPO
+from tests.conftest import REPO, require_tools
 
 PROVISIONING = REPO / "dashboards" / "provisioning"
 RESULT_TAGS = {*TAGS, "direction", "method"}  # tags the results add (docs/timeseries.md)
@@ -274,6 +276,20 @@ def test_template_variables_used_are_defined() -> None:
 def test_the_query_check_catches_mistakes(query: str, why: str) -> None:
     with pytest.raises(AssertionError, match=why):
         check_select(query)
+
+
+def test_every_prometheus_query_parses(tmp_path: Path) -> None:
+    """promtool parses each expression as a recording rule (it has no offline query
+    check): a typo in PromQL fails here, not in front of Grafana."""
+    require_tools("promtool")
+    rules = {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"dashboard:query_{i}", "expr": expr}
+        for i, expr in enumerate(prometheus_queries())]}]}
+    path = tmp_path / "dashboards.rules.yml"
+    path.write_text(yaml.safe_dump(rules))
+    out = subprocess.run(["promtool", "check", "rules", str(path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_series_in_reads_the_names_a_promql_expression_reads() -> None:
