@@ -185,14 +185,17 @@ def panel(title: str, kind: str, targets: Sequence[Query], *, unit: str = "",
     plugins' options go in as Grafana stores them, through the SDK's generic builder."""
     p: Panel
     if kind in TYPED_PANELS:
-        assert not options, f"{kind}: set its options through the SDK's {kind} builder"
+        if options:
+            raise ValueError(f"{title}: set a {kind} panel's options through the SDK's "
+                             f"{kind} builder, not as a dict")
         p = TYPED_PANELS[kind]()
     else:
         p = sdk.Panel().type(kind).options(options or {})
     p = (p.title(title).description(description).datasource(datasource)
          .targets(list(targets)).span(width).height(height))
     if legend_calcs:
-        assert isinstance(p, timeseries.Panel), "a legend table is a time series option"
+        if not isinstance(p, timeseries.Panel):
+            raise ValueError(f"{title}: legend_calcs is a time series option, not {kind}")
         p = p.legend(common.VizLegendOptions().display_mode(common_model.LegendDisplayMode.TABLE)
                      .placement(common_model.LegendPlacement.BOTTOM).show_legend(True)
                      .calcs(list(legend_calcs)))
