@@ -13,6 +13,7 @@ import yaml
 
 from tests.conftest import REPO, ManualClock, require_tools
 from tests.integration.test_metrics_fleet import NO_INFLUX, beat, make_api, scrape
+from tests.unit.test_dashboards import prometheus_queries
 
 PROMETHEUS = REPO / "deploy" / "prometheus"
 RULES = sorted((PROMETHEUS / "rules").glob("*.yml"))
@@ -54,9 +55,11 @@ def test_every_alert_has_a_unit_test_that_sees_it_fire_and_a_doc_entry() -> None
         "alerts missing from docs/monitoring.md"
 
 
-def test_every_series_a_rule_reads_is_exported(tmp_path: Path, clock: ManualClock) -> None:
-    """A series renamed in the collector would leave its rule reading nothing, silent
-    for good: every ``testbed_*`` name in the rules must be in a real scrape."""
+def test_every_series_a_rule_or_dashboard_reads_is_exported(tmp_path: Path,
+                                                            clock: ManualClock) -> None:
+    """A series renamed in the collector would leave its rule (or its Grafana panel, in
+    the Fleet alerts dashboard) reading nothing, silent for good: every ``testbed_*``
+    name in the rules and the dashboards' PromQL must be in a real scrape."""
     for api in make_api(tmp_path, clock, f"sqlite:///{tmp_path / 'testbed.db'}",
                         influx=NO_INFLUX):
         token = api.add_node("se-01", [("op0", "240-01", "Telia")])
@@ -64,8 +67,11 @@ def test_every_series_a_rule_reads_is_exported(tmp_path: Path, clock: ManualCloc
         beat(api, token, clock_offset_s=0.1)
         assert api.report(token, run_id, "failed", "modem gone").status_code == 204
         exported = {name for name, _ in scrape(api)}
-    read = {name for r in rules() for name in re.findall(r"\btestbed_[a-z0-9_]+", r["expr"])}
-    assert read and read - exported == set()
+    exprs = [r["expr"] for r in rules()]
+    panels = prometheus_queries()
+    read = {name for expr in [*exprs, *panels]
+            for name in re.findall(r"\btestbed_[a-z0-9_]+", expr)}
+    assert exprs and panels and read - exported == set()
 
 
 def test_the_prometheus_and_alertmanager_configs_load() -> None:

@@ -1,11 +1,14 @@
 """The Grafana provisioning in dashboards/, checked structurally (Grafana cannot run here).
 
-Every dashboard is valid JSON, every panel reads the provisioned InfluxDB datasource
-with at least one query, every query is InfluxQL of the shape the datasource runs
+Every dashboard is JSON the Grafana Foundation SDK's dashboard model reads back
+unchanged, every panel reads a provisioned datasource (InfluxDB or Prometheus) with at
+least one query, every InfluxQL query is of the shape the datasource runs
 (``SELECT ... FROM "<measurement>"`` or a subquery, bounded by ``$timeFilter``) over the
-measurements, fields and tags of orchestrator/timeseries/schema.py, every template
-variable used is defined, and the committed files are what dashboards/generate.py
-writes today.
+measurements, fields and tags of orchestrator/timeseries/schema.py, every PromQL query
+parses (promtool) and reads ``ALERTS`` or the orchestrator's ``testbed_*`` series
+(that a real scrape exports each of them: tests/integration/test_alert_rules.py), every
+template variable used is defined, and the committed files are what
+dashboards/generate.py writes today.
 """
 
 from __future__ import annotations
@@ -13,15 +16,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from orchestrator.timeseries.schema import FIELDS, TAGS
-from tests.conftest import REPO
+from tests.conftest import REPO, require_tools
 
 PROVISIONING = REPO / "dashboards" / "provisioning"
 RESULT_TAGS = {*TAGS, "direction", "method"}  # tags the results add (docs/timeseries.md)
@@ -45,6 +51,26 @@ def dashboards() -> dict[str, dict[str, Any]]:
             sorted((PROVISIONING / "dashboards").glob("*.json"))}
 
 
+def influx_dashboards() -> dict[str, dict[str, Any]]:
+    return {n: d for n, d in dashboards().items()
+            if all(p["datasource"]["type"] == "influxdb" for p in d["panels"])}
+
+
+def prometheus_queries() -> list[str]:
+    """Every PromQL expression a panel runs (tests/integration/test_alert_rules.py checks
+    that the orchestrator exports each series they read)."""
+    return [t["expr"] for d in dashboards().values() for p in d["panels"]
+            for t in p["targets"] if t["datasource"]["type"] == "prometheus"]
+
+
+def sdk_round_trip(data: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard read into the SDK's model and written back: what the model does not
+    know (a misspelt key, a value of the wrong shape) does not survive."""
+    again: dict[str, Any] = json.loads(json.dumps(Dashboard.from_json(data),
+                                                  cls=JSONEncoder))
+    return again
+
+
 def test_committed_files_are_what_the_generator_writes(tmp_path: Path) -> None:
     load_generator().write(tmp_path)
     fresh = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
@@ -62,6 +88,10 @@ def test_datasource_and_provider() -> None:
     assert ds["uid"] == gen.DATASOURCE_UID and ds["type"] == "influxdb"
     assert ds["jsonData"]["version"] == "InfluxQL"  # the v1 API: 1.x, 2.x and 3.x
     assert ds["url"].startswith("${") and ds["secureJsonData"]["password"].startswith("${")
+    doc = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yaml").read_text())
+    [prom] = doc["datasources"]
+    assert prom["uid"] == gen.PROMETHEUS_UID and prom["type"] == "prometheus"
+    assert prom["url"] == "${TESTBED_PROMETHEUS_URL}" and prom["isDefault"] is False
     provider = yaml.safe_load((PROVISIONING / "dashboards" / "testbed.yaml").read_text())
     [p] = provider["providers"]
     assert p["type"] == "file" and p["options"]["path"].endswith("provisioning/dashboards")
@@ -73,7 +103,7 @@ def test_the_dashboards_the_platform_promises_exist() -> None:
         "Campaign overview", "ABw vs TAT", "Data volume per session",
         "ABw measurement latency", "TAT in 100 ms bins", "Hourly behaviour",
         "Daily behaviour", "Time-of-day effects", "Signal metadata", "Quota use",
-        "Fleet health"}
+        "Fleet health", "Fleet alerts"}
     uids = [d["uid"] for d in dashboards().values()]
     assert len(set(uids)) == len(uids)
 
@@ -128,20 +158,63 @@ def check_select(query: str) -> set[str]:
 
 
 def panel_queries() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    return [(name, p, t) for name, d in dashboards().items() for p in d["panels"]
+    return [(name, p, t) for name, d in influx_dashboards().items() for p in d["panels"]
             for t in p["targets"]]
 
 
-def test_every_panel_reads_the_datasource_with_a_query() -> None:
-    uid = load_generator().DATASOURCE_UID
+def test_every_panel_reads_a_provisioned_datasource_with_a_query() -> None:
+    gen = load_generator()
+    sources = {"influxdb": gen.DATASOURCE_UID, "prometheus": gen.PROMETHEUS_UID}
     for name, d in dashboards().items():
         assert d["panels"], name
+        kinds = {p["datasource"]["type"] for p in d["panels"]}
+        assert len(kinds) == 1, f"{name}: one datasource per dashboard, not {kinds}"
         for p in d["panels"]:
-            assert p["datasource"] == {"type": "influxdb", "uid": uid}, (name, p["title"])
+            kind = p["datasource"]["type"]
+            assert p["datasource"] == {"type": kind, "uid": sources[kind]}, (name, p["title"])
             assert p["targets"], f"{name}: panel {p['title']!r} has no query"
             for t in p["targets"]:
-                assert t["rawQuery"] is True and t["query"].strip(), (name, p["title"])
-                assert t["datasource"]["uid"] == uid
+                assert t["datasource"] == p["datasource"], (name, p["title"])
+                if kind == "influxdb":
+                    assert t["rawQuery"] is True and t["query"].strip(), (name, p["title"])
+                else:
+                    assert t["expr"].strip(), (name, p["title"])
+
+
+def test_the_dashboards_are_what_the_sdk_model_accepts() -> None:
+    for name, d in dashboards().items():
+        assert sdk_round_trip(d) == d, f"{name} does not survive the SDK's dashboard model"
+
+
+@pytest.mark.parametrize("damage", ["misspelt panel key", "gridPos of the wrong shape"])
+def test_the_round_trip_catches_what_the_model_does_not_know(damage: str) -> None:
+    d = json.loads((PROVISIONING / "dashboards" / "fleet.json").read_text())
+    if damage == "misspelt panel key":
+        d["panels"][0]["repeatDirecton"] = "v"
+    else:
+        d["panels"][0]["gridPos"] = {"height": 8, "width": 12}
+    assert sdk_round_trip(d) != d
+
+
+#: PromQL words that are not series: functions, aggregations, keywords.
+PROMQL_WORDS = {"max", "min", "sum", "count", "avg", "by", "without", "and", "or",
+                "unless", "on", "ignoring", "abs", "rate", "increase", "time"}
+
+
+def series_in(expr: str) -> set[str]:
+    """The metric names an expression reads (label matchers and strings blanked)."""
+    bare = re.sub(r'\{[^}]*\}|"[^"]*"', " ", expr)
+    bare = re.sub(r"\b(?:by|without|on|ignoring)\s*\([^)]*\)", " ", bare)
+    return set(re.findall(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b", bare)) - PROMQL_WORDS
+
+
+def test_every_prometheus_query_reads_the_orchestrators_series_or_alerts() -> None:
+    exprs = prometheus_queries()
+    assert exprs
+    read = set().union(*map(series_in, exprs))
+    assert "ALERTS" in read
+    strays = {s for s in read - {"ALERTS"} if not s.startswith("testbed_")}
+    assert not strays, f"not a series of the orchestrator's /metrics: {sorted(strays)}"
 
 
 @pytest.mark.parametrize("where", [f"{n}: {p['title']} {t['refId']}"
@@ -153,7 +226,7 @@ def test_every_query_is_influxql_over_the_schema(where: str) -> None:
 
 
 def test_transformations_name_fields_the_queries_return() -> None:
-    for name, d in dashboards().items():
+    for name, d in influx_dashboards().items():
         for p in d["panels"]:
             returned = set().union(*(check_select(t["query"]) for t in p["targets"]))
             for tr in p.get("transformations", []):
@@ -203,3 +276,24 @@ def test_template_variables_used_are_defined() -> None:
 def test_the_query_check_catches_mistakes(query: str, why: str) -> None:
     with pytest.raises(AssertionError, match=why):
         check_select(query)
+
+
+def test_every_prometheus_query_parses(tmp_path: Path) -> None:
+    """promtool parses each expression as a recording rule (it has no offline query
+    check): a typo in PromQL fails here, not in front of Grafana."""
+    require_tools("promtool")
+    rules = {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"dashboard:query_{i}", "expr": expr}
+        for i, expr in enumerate(prometheus_queries())]}]}
+    path = tmp_path / "dashboards.rules.yml"
+    path.write_text(yaml.safe_dump(rules))
+    out = subprocess.run(["promtool", "check", "rules", str(path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_series_in_reads_the_names_a_promql_expression_reads() -> None:
+    assert series_in('max by (node, health) (testbed_node_health{health=~"stale|x"}) == 1 '
+                     'and on (node) max without (instance) (up{job="testbed"}) > 1e9') \
+        == {"testbed_node_health", "up"}
+    assert series_in('count by (alertname) (ALERTS{alertstate="firing"})') == {"ALERTS"}
