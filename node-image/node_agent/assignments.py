@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from node_agent.statefile import write_state
 from testbed_common.wire import Assignment
 
 log = logging.getLogger(__name__)
@@ -122,18 +122,9 @@ class AssignmentBook:
 
 
 def save_book(book: AssignmentBook, path: Path) -> None:
-    """Write atomically (temp file + rename): a crash leaves the old or the new book. A
-    full disk keeps the old book on disk (logged): the book in memory is still right,
-    and the executor must go on."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    try:
-        tmp.write_text(json.dumps(book.to_json(), indent=1))
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        log.error("cannot save the assignment book to %s (%s); it is kept in memory",
-                  path, e.strerror or e)
+    """Keep the book on disk (:func:`node_agent.statefile.write_state`: atomic; a full
+    disk keeps the old book there, logged, while the book in memory goes on)."""
+    write_state(path, book.to_json(), what="assignment book", indent=1)
 
 
 def load_book(path: Path) -> AssignmentBook:

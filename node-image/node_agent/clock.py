@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from node_agent.statefile import write_state
 from testbed_common.wire import Assignment
 
 log = logging.getLogger(__name__)
@@ -109,15 +109,10 @@ def on_node_clock(a: Assignment, clock: ClockEstimate | None) -> Assignment:
 
 
 def save_estimate(clock: ClockEstimate, path: Path) -> None:
-    """Write atomically (temp file + rename); a failure is logged, never raised: the
-    estimate in memory still serves, and the next heartbeat writes it again."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(clock.to_json()))
-        os.replace(tmp, path)
-    except OSError as e:
-        log.warning("cannot keep the clock estimate in %s: %s", path, e)
+    """Keep the estimate on disk (:func:`node_agent.statefile.write_state`: atomic; a
+    failure is logged: the estimate in memory still serves, the next heartbeat writes it
+    again)."""
+    write_state(path, clock.to_json(), what="clock estimate")
 
 
 def load_estimate(path: Path) -> ClockEstimate | None:

@@ -23,11 +23,12 @@ keep it in the state directory, so it survives an agent restart while offline.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from node_agent.statefile import write_state
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,9 @@ class SimAccount:
 
 
 def save_account(account: SimAccount, path: Path) -> None:
-    """Write atomically (temp file + rename): a crash leaves the old or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(account.to_json()))
-    os.replace(tmp, path)
+    """Keep the account on disk (:func:`node_agent.statefile.write_state`: atomic; a
+    failed write is logged and the account in memory goes on)."""
+    write_state(path, account.to_json(), what="SIM account")
 
 
 def load_account(path: Path) -> SimAccount:
