@@ -149,12 +149,17 @@ def _declare(ctx: Context, s: Session, run: Run, body: wire.UploadCreate) -> wir
 
 def upload_status(ctx: Context, token: str | None, run_id: str) -> wire.UploadStatus:
     with ctx.db.session() as s:
-        node = authenticate_node(s, token)
-        run = _run_of_node(s, node, run_id)
-        up = s.get(Upload, run_id)
-        if up is None:
-            raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
+        run, up = _declared_upload(s, token, run_id)
         return _status(ctx, run, up)
+
+
+def _declared_upload(s: Session, token: str | None, run_id: str) -> tuple[Run, Upload]:
+    """The node's run and its declared upload; 404 (declare it first) when there is none."""
+    run = _run_of_node(s, authenticate_node(s, token), run_id)
+    up = s.get(Upload, run_id)
+    if up is None:
+        raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
+    return run, up
 
 
 def append_chunk(
@@ -167,11 +172,7 @@ def append_chunk(
         )
     with _one_request_at_a_time(ctx, token, run_id):
         with ctx.db.session() as s:
-            node = authenticate_node(s, token)
-            run = _run_of_node(s, node, run_id)
-            up = s.get(Upload, run_id)
-            if up is None:
-                raise NotFound(f"no upload started for run {run_id}; POST its size and sha256")
+            run, up = _declared_upload(s, token, run_id)
             status = _append(ctx, s, run, up, offset=offset, data=data)
         return _drop_part_once_committed(ctx, status)
 
