@@ -103,6 +103,7 @@ class InterfacePublic(BaseModel):
     up: bool
     rx_bytes: int
     tx_bytes: int
+    modem_model: str | None = None
     updated_at: datetime
 
 
@@ -123,6 +124,8 @@ class NodePublic(BaseModel):
     disk_free_bytes: int | None
     spooled_bundles: int
     interfaces: list[InterfacePublic]
+    #: Metadata sources the node cannot read, and why ({"gps": "cannot reach gpsd ..."}).
+    metadata_unavailable: dict[str, str] = {}
 
 
 class NodeCreated(BaseModel):

@@ -188,8 +188,13 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
     log="$LOGS/$(echo "$tag" | tr '/:' '__').log"
     old="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
     phase_begin "image $tag"
+    # NODE_MODEMMANAGER=1: the node image with mmcli, for real nodes (node-image/Dockerfile).
+    local args=()
+    if [ "$tag" = "testbed/node:$TAG" ] && [ "${NODE_MODEMMANAGER:-0}" = 1 ]; then
+        args=(--build-arg TESTBED_MODEMMANAGER=1)
+    fi
     # Each log line starts with its time (epoch seconds): where a build spends its time.
-    if ! docker build -t "$tag" -f "$dockerfile" "$context" 2>&1 \
+    if ! docker build "${args[@]}" -t "$tag" -f "$dockerfile" "$context" 2>&1 \
             | while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$log"; then
         tail -n 40 "$log" >&2
         die "docker build of $tag failed (full log: $log)"

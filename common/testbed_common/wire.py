@@ -52,6 +52,9 @@ class InterfaceReport(_Wire):
     rx_bytes: ByteCount = 0
     tx_bytes: ByteCount = 0
     up: bool = True
+    #: The modem behind the interface ("Quectel EM12-G"): as ModemManager names it on a
+    #: real node, else as the node's inventory declares it.
+    modem_model: Label64 | None = None
 
 
 #: A node's interfaces, each reported once (two reports of one interface contradict).
@@ -85,6 +88,11 @@ class LiveMetadata(_Wire):
     modems: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
     gps: dict[str, Any] | None = None
     system: dict[str, Any] | None = None
+    #: Sources that cannot be read now, and why (``{"gps": "cannot reach gpsd at
+    #: 127.0.0.1:2947: ..."}``, ``{"modem wwan0": "ModemManager is not installed ..."}``):
+    #: a node without gpsd or ModemManager says so rather than going quiet. Sent with
+    #: every heartbeat that carries metadata; empty when every source reads.
+    unavailable: dict[Label32, Reason] = Field(default_factory=dict, max_length=65)
 
 
 class Heartbeat(_Wire):

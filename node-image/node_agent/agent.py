@@ -172,7 +172,7 @@ class Agent:
                 agent_version=__version__,
                 model=self.config.model,
                 architecture=self.config.architecture,
-                interfaces=snapshot(self.config, self.counters),
+                interfaces=snapshot(self.config, self.counters, self._detected_models()),
             )
             try:
                 reply = self.client.register(body)
@@ -216,7 +216,7 @@ class Agent:
             metadata, marks = self._live_metadata()
             body = Heartbeat(
                 sent_at=sent_at,
-                interfaces=snapshot(self.config, self.counters),
+                interfaces=snapshot(self.config, self.counters, self._detected_models()),
                 clock_offset_s=self.clock_estimate.offset_s if self.clock_estimate else None,
                 disk_free_bytes=shutil.disk_usage(self.config.state_dir).free,
                 running_run_ids=running,
@@ -254,6 +254,9 @@ class Agent:
                 self.account = self.account.contact(reply.sim_left_bytes, uncounted=uncounted)
                 save_account(self.account, self.account_path)
             self._sleep(self.heartbeat_interval_s)
+
+    def _detected_models(self) -> dict[str, str]:
+        return self.metadata.detected_models() if self.metadata is not None else {}
 
     def _live_metadata(self) -> tuple[LiveMetadata | None, dict[str, str]]:
         """The samples no heartbeat delivered yet, and their marks (see

@@ -64,6 +64,9 @@ class InterfaceConfig(_Strict):
     server_address: str
     #: Fixed address of the interface; read from the kernel when absent.
     address: str | None = None
+    #: The modem's model as the inventory declares it (the fleet page shows it); what
+    #: ModemManager reports replaces it once read.
+    modem_model: str | None = Field(None, min_length=1, max_length=64)
     metadata: ModemMetadataConfig = ModemMetadataConfig()
     #: The measurement server's capture service (server-image/capture_service.py), for
     #: the server's side of every run's capture (server/capture/<iface>.pcap; see

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -117,8 +117,12 @@ def interface_address(config: AgentConfig, name: str) -> str | None:
     return ipv4_address(name) if config.counters_from == "sysfs" else None
 
 
-def snapshot(config: AgentConfig, counters: CounterSource) -> list[InterfaceReport]:
-    """Every configured interface with its operator, address and counters."""
+def snapshot(config: AgentConfig, counters: CounterSource,
+             detected_models: Mapping[str, str] | None = None) -> list[InterfaceReport]:
+    """Every configured interface with its operator, address, counters and modem
+    model (``detected_models``, as the modem's metadata source names it, over the
+    configured one)."""
+    detected = detected_models or {}
     reports: list[InterfaceReport] = []
     for iface in config.interfaces:
         try:
@@ -139,6 +143,7 @@ def snapshot(config: AgentConfig, counters: CounterSource) -> list[InterfaceRepo
                 rx_bytes=c.rx_bytes,
                 tx_bytes=c.tx_bytes,
                 up=up,
+                modem_model=detected.get(iface.name) or iface.modem_model,
             )
         )
     return reports

@@ -40,6 +40,26 @@ def _pct(used: int, limit: int | None) -> str:
     return f"{100 * used / limit:.0f}%" if limit else "-"
 
 
+def modems_cell(n: NodePublic) -> str:
+    """The node's modems: how many, and each model (pure). Models repeat in a count:
+    "3 modems: 2x Quectel EM12-G, Sierra Wireless EM7565"."""
+    models: dict[str, int] = {}
+    for i in n.interfaces:
+        name = i.modem_model or "model unknown"
+        models[name] = models.get(name, 0) + 1
+    if not models:
+        return "-"
+    count = len(n.interfaces)
+    listed = ", ".join(m if k == 1 else f"{k}x {m}" for m, k in sorted(models.items()))
+    return f"{count} modem{'s' if count != 1 else ''}: {listed}"
+
+
+def unavailable_cell(n: NodePublic) -> str:
+    """What metadata the node cannot read: "gps: unavailable (cannot reach gpsd ...)"."""
+    return "; ".join(f"{what}: unavailable ({why})"
+                     for what, why in sorted(n.metadata_unavailable.items())) or "-"
+
+
 def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
                now: datetime, unreachable: Mapping[str, int] | None = None) -> Page:
     """``unreachable``: per node, its runs out of contact (still awaiting bundles)."""
@@ -52,14 +72,15 @@ def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
     summary = ", ".join(f"{counts[h]} {h}" for h in HEALTH_ORDER if h in counts)
     node_table = Table(
         caption=f"Nodes ({len(nodes)}: {summary or 'none'})",
-        headers=("Node", "Health", "Last heartbeat", "Country", "Model", "Agent",
-                 "SIMs", "Clock offset (s)", "Free disk", "Bundles waiting",
-                 "Runs unreachable"),
+        headers=("Node", "Health", "Last heartbeat", "Country", "Model", "Architecture",
+                 "Agent", "Modems", "SIMs", "Metadata missing", "Clock offset (s)",
+                 "Free disk", "Bundles waiting", "Runs unreachable"),
         rows=tuple((
             n.id, str(n.health), _ago(n.last_heartbeat_at, now), n.country, n.model,
-            n.agent_version or "-",
+            n.architecture, n.agent_version or "-", modems_cell(n),
             ", ".join(f"{i.name} {i.operator} ({i.mcc_mnc}){'' if i.up else ' down'}"
                       for i in n.interfaces) or "-",
+            unavailable_cell(n),
             f"{n.clock_offset_s:.3f}" if n.clock_offset_s is not None else "-",
             _bytes(n.disk_free_bytes), str(n.spooled_bundles), str(held.get(n.id, 0)),
         ) for n in ranked),

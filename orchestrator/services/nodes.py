@@ -131,6 +131,7 @@ def _update_interfaces(
         row.up = r.up
         row.rx_bytes = r.rx_bytes
         row.tx_bytes = r.tx_bytes
+        row.modem_model = r.modem_model
         row.updated_at = now
 
 
@@ -196,8 +197,10 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
         node.disk_free_bytes = body.disk_free_bytes
         node.spooled_bundles = body.spooled_bundles
         _update_interfaces(s, node, body.interfaces, now)
-        if body.metadata is not None and ctx.timeseries is not None:
-            _buffer_live_points(ctx, node, body.metadata)
+        if body.metadata is not None:
+            node.metadata_unavailable = dict(body.metadata.unavailable)
+            if ctx.timeseries is not None:
+                _buffer_live_points(ctx, node, body.metadata)
         pending = set(body.pending_run_ids)
         assignments = [] if node.maintenance else _hand_out(ctx, s, node, now, pending)
         cancel: list[str] = []

@@ -39,6 +39,7 @@ def node_public(node: Node, now: datetime, health: HealthSettings) -> NodePublic
         clock_offset_s=node.clock_offset_s,
         disk_free_bytes=node.disk_free_bytes,
         spooled_bundles=node.spooled_bundles,
+        metadata_unavailable=dict(node.metadata_unavailable or {}),
         interfaces=[
             InterfacePublic(
                 name=i.name,
@@ -49,6 +50,7 @@ def node_public(node: Node, now: datetime, health: HealthSettings) -> NodePublic
                 up=i.up,
                 rx_bytes=i.rx_bytes,
                 tx_bytes=i.tx_bytes,
+                modem_model=i.modem_model,
                 updated_at=i.updated_at,
             )
             for i in node.interfaces

@@ -119,6 +119,9 @@ class Node(Base):
     clock_offset_s: Mapped[float | None] = mapped_column(Float)
     disk_free_bytes: Mapped[int | None] = mapped_column(BigInteger)
     spooled_bundles: Mapped[int] = mapped_column(Integer, default=0)
+    #: Metadata sources the node's last heartbeat said it cannot read, and why
+    #: (``{"gps": "cannot reach gpsd ..."}``); None before any metadata came.
+    metadata_unavailable: Mapped[dict[str, str] | None] = mapped_column(JSON)
     interfaces: Mapped[list[Interface]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="Interface.name"
     )
@@ -137,6 +140,8 @@ class Interface(Base):
     up: Mapped[bool] = mapped_column(Boolean, default=True)
     rx_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     tx_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: The modem behind the interface, as the agent reports it ("Quectel EM12-G").
+    modem_model: Mapped[str | None] = mapped_column(String(64))
     updated_at: Mapped[datetime]
     node: Mapped[Node] = relationship(back_populates="interfaces")
 

@@ -41,7 +41,7 @@ def _modem(**changes: Any) -> dict[str, Any]:
 def test_the_example_inventory_passes() -> None:
     played = play("validate.yml", EXAMPLE, env={"TESTBED_ADMIN_TOKEN": "t"})
     assert played.returncode == 0, played.output
-    assert set(played.recap) == {"se-01", "no-01"}
+    assert set(played.recap) == {"se-01", "no-01", "fi-01"}  # 2, 1 and 3 modems
     assert all(counts[3] == 0 for counts in played.recap.values())
 
 
@@ -59,6 +59,7 @@ def test_the_example_inventory_passes() -> None:
     ({"testbed_modems": [_modem(reset_day=32)]}, "1 to 31"),
     ({"testbed_modems": [_modem(server_address=None)]}, "server_address: the measurement server"),
     ({"testbed_modems": [_modem(colour="red")]}, "unknown keys colour"),
+    ({"testbed_modems": [_modem(modem=7455)]}, ".modem: the modem's model as text"),
     ({"testbed_gps_device": "ttyACM0"}, "the receiver's device"),
     ({"testbed_node_id": "SE_01"}, "lower-case letters, digits and dashes"),
     ({"testbed_node_id": "no-01"}, "More than one host has the node id no-01"),

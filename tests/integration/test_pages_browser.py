@@ -335,12 +335,20 @@ def test_fleet_page_puts_nodes_needing_a_look_first(served: Served) -> None:
                          "model": "apu2"})
         assert r.status_code == 201, r.text
         node = {"Authorization": f"Bearer {r.json()['token']}"}
-        reg = wire.Registration(agent_version="0.1.0", interfaces=[wire.InterfaceReport(
-            name="op0", operator=wire.Operator(mcc_mnc="240-01", name="Telia"))])
+        # three modems, two of one model; the node has no gpsd running
+        reg = wire.Registration(agent_version="0.1.0", architecture="arm64", interfaces=[
+            wire.InterfaceReport(name=name, operator=wire.Operator(mcc_mnc=mcc_mnc, name=op),
+                                 modem_model=model)
+            for name, mcc_mnc, op, model in (
+                ("op0", "240-01", "Telia", "Quectel EM12-G"),
+                ("op1", "240-07", "Tele2", "Quectel EM12-G"),
+                ("op2", "240-02", "Tre", "Sierra Wireless EM7565"))])
         assert c.post(f"{wire.AGENT_PREFIX}/register", json=reg.model_dump(mode="json"),
                       headers=node).status_code == 200
+        no_gps = {"gps": "cannot reach gpsd at 127.0.0.1:2947: [Errno 111] Connection refused"}
         hb = wire.Heartbeat(sent_at=datetime.now(UTC), interfaces=reg.interfaces,
-                            disk_free_bytes=7 * 10**9, clock_offset_s=0.004)
+                            disk_free_bytes=7 * 10**9, clock_offset_s=0.004,
+                            metadata=wire.LiveMetadata(unavailable=no_gps))
         assert c.post(f"{wire.AGENT_PREFIX}/heartbeat", json=hb.model_dump(mode="json"),
                       headers=node).status_code == 200
 
@@ -353,4 +361,8 @@ def test_fleet_page_puts_nodes_needing_a_look_first(served: Served) -> None:
     assert text[i + 1:i + 3] == ["online", text[i + 2]] and text[i + 2].endswith("s ago")
     assert "apu2" in text and "0.1.0" in text and "7.00 GB" in text
     assert "Telia (240-01)" in text and "10.00 GB" in text  # the SIM's (default) cap
+    assert text[i + 3:i + 7] == ["SE", "apu2", "arm64", "0.1.0"], text[i:i + 12]
+    assert text[i + 7] == "3 modems: 2x Quectel EM12-G, Sierra Wireless EM7565"
+    assert text[i + 9] == ("gps: unavailable (cannot reach gpsd at 127.0.0.1:2947: "
+                            "[Errno 111] Connection refused)")
     assert any(t.startswith("Nodes (") and "1 online" in t and "new" in t for t in text)

@@ -16,6 +16,7 @@ from node_agent.metadata.gps import GpsdReader, parse_gpsd_lines, parse_tpv
 from node_agent.metadata.modem import (
     MetadataError,
     MmcliModemReader,
+    modem_id,
     modem_paths,
     net_ports,
     parse_mmcli,
@@ -46,6 +47,37 @@ def test_mmcli_unknown_values_are_none() -> None:
                     time=NOW)
     assert (s.mcc_mnc, s.operator, s.rat) == (None, None, None)
     assert (s.rssi, s.rsrp, s.rsrq, s.sinr, s.cell_id, s.iccid) == (None,) * 6
+
+
+def test_mmcli_real_quectel_em12g_on_hspa() -> None:
+    """A real modem's document (openwisp's capture; see fixtures/mmcli/README.md)."""
+    doc = mm("real-quectel-em12g.json")
+    s = parse_mmcli("wwan0", modem=doc, signal=mm("real-signal-umts.json"), time=NOW)
+    assert (s.manufacturer, s.model, s.rat, s.signal_pct) == ("Quectel", "EM12-G", "HSPA",
+                                                              29.0)
+    assert s.mcc_mnc is None  # the submitter's "00000" placeholder is no MCC-MNC
+    # no RSRP/RSRQ/SINR on 3G (the capture's UMTS figures are RSCP/EcIo), no band
+    assert (s.rssi, s.rsrp, s.rsrq, s.sinr, s.band) == (None,) * 5
+    assert net_ports(doc) == ["wwan0"]
+
+
+def test_mmcli_real_lte_signal() -> None:
+    modem = mm("real-quectel-em12g.json")
+    modem["modem"]["generic"]["access-technologies"] = ["lte"]
+    s = parse_mmcli("wwan0", modem=modem, signal=mm("real-signal-lte.json"), time=NOW)
+    assert (s.rat, s.rssi, s.rsrp, s.rsrq, s.sinr) == ("LTE", -64.0, -92.0, -9.0, 19.2)
+
+
+def test_the_imei_is_never_published_raw() -> None:
+    """The IMEI becomes a digest; the raw number appears nowhere in the sample."""
+    for name, imei in (("modem-0.json", "861234050012345"),
+                       ("real-quectel-em12g.json", "869710030159564")):
+        s = parse_mmcli("wwan0", modem=mm(name), time=NOW)
+        assert s.modem_id == modem_id(imei) and s.modem_id is not None
+        assert len(s.modem_id) == 16 and imei not in json.dumps(s.to_json())
+    # the zeroed 3gpp.imei of the real capture is skipped for the equipment identifier
+    assert modem_id("000000000000000", "--") is None
+    assert modem_id("861234050012345") != modem_id("861234050012346")
 
 
 def test_mmcli_list_and_ports() -> None:

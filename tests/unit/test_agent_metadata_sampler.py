@@ -15,7 +15,7 @@ import pytest
 from node_agent.config import parse_config
 from node_agent.metadata.gps import GpsSample
 from node_agent.metadata.modem import MetadataError, ModemSample
-from node_agent.metadata.sampler import MetadataSampler
+from node_agent.metadata.sampler import AutoModemReader, MetadataSampler, readers_from_config
 from node_agent.metadata.server import MetadataServer
 from node_agent.runner import build_spec
 from testbed_common.wire import Assignment
@@ -158,3 +158,28 @@ def test_the_run_environment_names_the_metadata_server() -> None:
     assert env["TESTBED_METADATA_URL"] == "http://127.0.0.1:8765"
     off = parse_config({**raw, "metadata_port": 0}, {"TESTBED_NODE_TOKEN": "t"})
     assert "TESTBED_METADATA_URL" not in build_spec(a, off, interface_address=None).environment()
+
+
+def test_a_node_without_modemmanager_says_so(tmp_path: Path) -> None:
+    """``auto`` with no linkem state and no mmcli: the heartbeat's metadata names the
+    missing source instead of carrying nothing; linkem's state, once it appears, clears
+    it."""
+    raw = {"node_id": "n", "orchestrator_url": "http://o", "netns_container": "c",
+           "interfaces": [{"name": "op0", "operator": {"mcc_mnc": "240-01", "name": "Telia"},
+                           "server_address": "10.0.0.1",
+                           "metadata": {"linkem_state": str(tmp_path / "{interface}.json")}}]}
+    readers = readers_from_config(parse_config(raw, {"TESTBED_NODE_TOKEN": "t"}))
+    auto = readers["op0"]
+    assert isinstance(auto, AutoModemReader)
+    auto.which = lambda _name: None  # no mmcli on PATH
+    sampler = MetadataSampler(readers)
+    sampler.sample_once()
+    meta, _ = sampler.undelivered({})
+    assert meta is not None and meta.modems == []
+    assert "ModemManager is not installed" in meta.unavailable["modem op0"]
+    (tmp_path / "op0.json").write_text(json.dumps(
+        {"format_version": 1, "time_unix_ms": 1_700_000_000_000, "rat": "LTE",
+         "operator": {"mcc_mnc": "240-01", "name": "Telia"}}))
+    sampler.sample_once()
+    meta, _ = sampler.undelivered({})
+    assert meta is not None and meta.unavailable == {} and meta.modems[0]["rat"] == "LTE"

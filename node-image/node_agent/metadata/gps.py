@@ -99,8 +99,13 @@ class GpsdReader:
         self.host, self.port, self.timeout_s = host, port, timeout_s
 
     def read(self) -> GpsSample | None:
+        """The first TPV report that carries the receiver's time; a fix without one
+        (NMEA's GGA has no date: gpsd's first TPV of a cycle may lack it) is kept and
+        returned, stamped on arrival, only if no timed report comes before the
+        timeout."""
         where = f"gpsd at {self.host}:{self.port}"
         deadline = time.monotonic() + self.timeout_s
+        untimed: GpsSample | None = None
         try:
             with socket.create_connection((self.host, self.port), timeout=self.timeout_s) as s:
                 s.sendall(WATCH)
@@ -112,14 +117,20 @@ class GpsdReader:
                         raise MetadataError(f"{where} closed the connection before a TPV")
                     buf += chunk
                     complete, _, buf_tail = buf.rpartition(b"\n")
-                    sample = parse_gpsd_lines(complete, received=datetime.now(UTC))
-                    if sample is not None:
+                    received = datetime.now(UTC)
+                    sample = parse_gpsd_lines(complete, received=received)
+                    if sample is not None and (sample.time != received or sample.lat is None):
                         return sample
+                    untimed = sample or untimed
                     buf = buf_tail
         except TimeoutError as e:
+            if untimed is not None:
+                return untimed
             raise MetadataError(f"{where} sent no TPV report in {self.timeout_s:.0f} s") from e
         except OSError as e:
             raise MetadataError(f"cannot reach {where}: {e}") from e
+        if untimed is not None:
+            return untimed
         raise MetadataError(f"{where} sent no TPV report in {self.timeout_s:.0f} s")
 
 

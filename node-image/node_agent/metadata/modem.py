@@ -9,6 +9,7 @@ ModemManager through ``mmcli -J``. Parsing is pure (``parse_*``); I/O is at the 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -44,6 +45,14 @@ class ModemSample:
     lac: str | None = None  # LAC or TAC as the modem reports it (hex)
     in_outage: bool | None = None
     handovers: int | None = None
+    #: The modem hardware ("Quectel EM12-G"), when the source tells.
+    manufacturer: str | None = None
+    model: str | None = None
+    #: ModemManager's 0-100 signal quality (the only figure every modem gives).
+    signal_pct: float | None = None
+    #: A digest of the IMEI: follows one modem across SIM swaps and reboots without
+    #: publishing its IMEI (an identifier of the device and so of whoever carries it).
+    modem_id: str | None = None
     source: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -162,8 +171,8 @@ def _text(value: Any) -> str | None:
 
 def _mcc_mnc(code: Any) -> str | None:
     code = str(code or "").strip()
-    if len(code) not in (5, 6) or not code.isdigit():
-        return None
+    if len(code) not in (5, 6) or not code.isdigit() or code.startswith("000"):
+        return None  # MCC 000 is no country: a placeholder (a scrubbed capture)
     return f"{code[:3]}-{code[3:]}"
 
 
@@ -184,6 +193,19 @@ def _hex_int(value: Any) -> int | None:
         return None
 
 
+def modem_id(*imeis: Any) -> str | None:
+    """The IMEI's published form: the first 16 hex digits of its SHA-256 (pure), from
+    the first of ``imeis`` that is one (``3gpp.imei``, else the equipment identifier;
+    unknown values and placeholders of zeros are skipped). An IMEI has only ~10^14
+    values, so this hides it from a reader of the data, not from a determined search;
+    the raw IMEI is never kept or sent."""
+    for imei in imeis:
+        text = _text(imei)
+        if text is not None and text.isdigit() and set(text) != {"0"}:
+            return hashlib.sha256(f"testbed-imei:{text}".encode()).hexdigest()[:16]
+    return None
+
+
 def parse_mmcli(
     interface: str,
     *,
@@ -194,7 +216,10 @@ def parse_mmcli(
     time: datetime,
 ) -> ModemSample:
     """A sample from ``mmcli -m N -J``, ``--signal-get -J``, ``--location-get -J`` and
-    ``mmcli -i N -J`` documents (pure; missing or "--" values become None)."""
+    ``mmcli -i N -J`` documents (pure; missing or "--" values become None).
+
+    The band stays None: ``mmcli -J`` gives the bands the modem may use
+    (``current-bands``), not the one it is on. The IMEI becomes :func:`modem_id`."""
     m = modem.get("modem") or {}
     gpp = m.get("3gpp") or {}
     generic = m.get("generic") or {}
@@ -226,6 +251,10 @@ def parse_mmcli(
         cell_id=_hex_int(loc.get("cid")),
         iccid=_text(sim_props.get("iccid")),
         lac=lac,
+        manufacturer=_text(generic.get("manufacturer")),
+        model=_text(generic.get("model")),
+        signal_pct=_float((generic.get("signal-quality") or {}).get("value")),
+        modem_id=modem_id(gpp.get("imei"), generic.get("equipment-identifier")),
         source="mmcli",
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -47,15 +48,40 @@ class _RequiredLinkem(LinkemModemReader):
         return sample
 
 
+class AutoModemReader:
+    """linkem's state when the file exists (the emulated fleet), else ModemManager; a
+    node with neither says so (the error becomes the heartbeat's ``unavailable``)."""
+
+    def __init__(self, linkem_state: str, mmcli_modem: str | None,
+                 which: Callable[[str], str | None] = shutil.which) -> None:
+        self.linkem = LinkemModemReader(linkem_state)
+        self.mmcli = MmcliModemReader(modem=mmcli_modem)
+        self.which = which
+
+    def read(self, interface: str) -> ModemSample | None:
+        sample = self.linkem.read(interface)
+        if sample is not None:
+            return sample
+        if self.which("mmcli") is None:
+            raise MetadataError(
+                f"no modem metadata: no linkem state at {self.linkem.path(interface)} and "
+                "ModemManager is not installed (no mmcli; the Ansible role modemmanager "
+                "installs it)")
+        sample = self.mmcli.read(interface)
+        if sample is None:
+            raise MetadataError(f"ModemManager lists no modem with net port {interface}")
+        return sample
+
+
 def readers_from_config(config: AgentConfig) -> dict[str, ModemReader]:
     """Each interface's modem reader: ``auto`` reads linkem's state when the file
-    exists (and gives nothing otherwise), ``linkem`` requires it, ``mmcli`` asks
-    ModemManager, ``none`` reads nothing."""
+    exists and asks ModemManager otherwise, ``linkem`` requires linkem's state,
+    ``mmcli`` asks ModemManager, ``none`` reads nothing."""
     readers: dict[str, ModemReader] = {}
     for iface in config.interfaces:
         m = iface.metadata
         if m.source == "auto":
-            readers[iface.name] = LinkemModemReader(m.linkem_state)
+            readers[iface.name] = AutoModemReader(m.linkem_state, m.mmcli_modem)
         elif m.source == "linkem":
             readers[iface.name] = _RequiredLinkem(m.linkem_state)
         elif m.source == "mmcli":
@@ -102,21 +128,35 @@ class MetadataSampler:
         with self._lock:
             return self._latest_system
 
+    def unavailable(self) -> dict[str, str]:
+        """Each source whose last read failed, and why."""
+        with self._lock:
+            return dict(self._errors)
+
+    def detected_models(self) -> dict[str, str]:
+        """Each interface's modem as its source names it ("Quectel EM12-G")."""
+        return {name: " ".join(p for p in (s.manufacturer, s.model) if p)[:64]
+                for name, s in self.latest_modems().items() if s.model}
+
     def undelivered(self, sent: Mapping[str, str]) -> tuple[LiveMetadata | None, dict[str, str]]:
         """The latest samples not yet delivered by a heartbeat (heartbeats come more
         often than samples: the same sample is sent once), for the time-series store
-        between runs; and the marks (source -> sample time) to add to ``sent`` once
-        delivered. ``sent``: the marks of what heartbeats delivered."""
+        between runs, with the sources that cannot be read (sent every time, so the
+        orchestrator shows what holds now); and the marks (source -> sample time) to
+        add to ``sent`` once delivered. ``sent``: the marks of what heartbeats
+        delivered."""
         latest: dict[str, dict[str, Any]] = {
             f"modem {name}": s.to_json() for name, s in sorted(self.latest_modems().items())}
         for key, sample in (("gps", self.latest_gps()), ("system", self.latest_system())):
             if sample is not None:
                 latest[key] = sample.to_json()
         new = {k: doc for k, doc in latest.items() if sent.get(k) != doc["time"]}
-        if not new:
+        unavailable = {k[:32]: v[:2000] for k, v in self.unavailable().items()}
+        if not new and not unavailable:
             return None, {}
         meta = LiveMetadata(modems=[doc for k, doc in new.items() if k.startswith("modem ")],
-                            gps=new.get("gps"), system=new.get("system"))
+                            gps=new.get("gps"), system=new.get("system"),
+                            unavailable=unavailable)
         return meta, {k: str(doc["time"]) for k, doc in new.items()}
 
     # -- sampling ----------------------------------------------------------------------------
@@ -147,14 +187,20 @@ class MetadataSampler:
         try:
             value = read()
         except MetadataError as e:
-            if self._errors.get(what) != str(e):
+            with self._lock:
+                changed = self._errors.get(what) != str(e)
+                self._errors[what] = str(e)
+            if changed:
                 log.warning("%s: %s", what, e)
-            self._errors[what] = str(e)
             return None
-        except Exception:  # a bug in a reader must not stop the sampler
+        except Exception as e:  # a bug in a reader must not stop the sampler
             log.exception("%s: unexpected error while reading", what)
+            with self._lock:
+                self._errors[what] = f"unexpected error in the reader: {e!r}"
             return None
-        if self._errors.pop(what, None) is not None:
+        with self._lock:
+            cleared = self._errors.pop(what, None) is not None
+        if cleared:
             log.info("%s: readable again", what)
         return value
 
