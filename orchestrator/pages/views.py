@@ -296,12 +296,14 @@ def abw_tat_page(tat_rows: Sequence[TatSummaryRow], abw_rows: Sequence[AbwRow], 
         Section(heading="ABw estimate against TAT, per country and operator",
                 charts=tuple(scatters)),
         Section(heading="Relative difference, latency and volume", charts=(cdf_chart,),
-                tables=(_pair_table(pairs),)),
+                tables=(pair_table(pairs),)),
     )
     return Page("abw-tat", title, intro, sections=sections, notes=tuple(notes))
 
 
-def _pair_table(pairs: Sequence[PairRow]) -> Table:
+def pair_table(pairs: Sequence[PairRow]) -> Table:
+    """The page's summary table: per country, operator and ABw tool (also what a
+    dataset release's reader recomputes from its tables, docs/open-data.md)."""
     rows = tuple((
         f.country, f.operator, f.method, str(f.pairs),
         _fmt(f.mean_tat_bps / MBPS), _fmt(f.mean_abw_bps / MBPS),
