@@ -115,7 +115,11 @@ def build(ctx: click.Context, campaigns: tuple[str, ...], out: Path, from_: str 
             pseudonymise=pseudonymise_nodes, grid_deg=grid_deg, raw=raw,
             exclusions=tuple(parse_exclusion(e) for e in excludes), link_profiles=links,
             previous=previous)
-        built = build_release(build_context(Settings()), req)
+        context = build_context(Settings())
+        try:
+            built = build_release(context, req)
+        finally:
+            context.db.engine.dispose()  # a command, not a server: close the pool
     except (BadKey, BadRelease) as e:
         raise click.UsageError(str(e)) from e
     except TestbedError as e:

@@ -128,7 +128,8 @@ def readme(release: Release, counts: Mapping[str, int], tables: Sequence[TableSp
            "every column's type and unit. Times are UTC (`time_utc`), with the node's "
            "time zone beside them (`timezone`).", "",
            "| table | rows | what |", "| --- | --- | --- |"]
-    out += [f"| {t.name} | {counts.get(t.name, 0)} | {t.description} |" for t in tables]
+    out += ["| " + " | ".join((t.name, str(counts.get(t.name, 0)),
+                              t.description.replace("|", r"\|"))) + " |" for t in tables]
     out += ["", "## Privacy", "",
             "IP addresses in captures, flows and raw files are anonymised with "
             "Crypto-PAn (prefix-preserving) under a key made for this release and not "
@@ -138,7 +139,7 @@ def readme(release: Release, counts: Mapping[str, int], tables: Sequence[TableSp
             + ("pseudonyms." if release.pseudonymised else "as in the testbed."), "",
             "## Tools and images", "",
             f"- testbed: {release.tool_version or 'unknown'}"]
-    out += [f"- image: `{i}`" for i in release.images] or ["- image: none recorded"]
+    out += [f"- `{i}`" for i in release.images] or ["- images: none recorded"]
     out += ["", "## Link profiles of emulated nodes", ""]
     out += ([f"- {sim}: `{path}`" for sim, path in release.link_profiles]
             or ["None given: the nodes' links are real, or their profiles were not added."])

@@ -42,10 +42,12 @@ from orchestrator.services.ingest import (
 )
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
 from orchestrator.timeseries.lineprotocol import Point, shifted
+from orchestrator.timeseries.nodeclock import RUN_META
 from orchestrator.timeseries.schema import GPS, RunContext
 from testbed_common.bundle import BundleError
 from testbed_common.states import FINAL_STATES
 from testbed_common.tarstream import TarReader, open_decompressed
+from testbed_common.untrusted import load_json
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +175,23 @@ class _RunRecord:
     end_us: int | None
 
 
+def _image_ids(run_meta: bytes | None, cap: int) -> set[str]:
+    """``image (image id)`` and ``agent VERSION`` as the agent recorded them in the
+    run's meta/run.json: the digest of what actually ran."""
+    try:
+        doc = load_json(run_meta, what=RUN_META, max_bytes=cap) if run_meta else None
+    except BundleError:
+        return set()
+    if not isinstance(doc, dict):
+        return set()
+    out = set()
+    if isinstance(doc.get("image"), str) and isinstance(doc.get("image_id"), str):
+        out.add(f"{doc['image']} ({doc['image_id']})")
+    if isinstance(doc.get("agent_version"), str):
+        out.add(f"node agent {doc['agent_version']}")
+    return out
+
+
 def _load_runs(ctx: Context, run_ids: Sequence[str]) -> list[_RunRecord]:
     out = []
     with ctx.db.session() as s:
@@ -216,6 +235,7 @@ def _collect_run(ctx: Context, req: BuildRequest, rec: _RunRecord, anon: Anonymi
         got.notes.append(f"run {run.id}: bundle unreadable ({e}); its tables are empty")
         return
     got.notes += [f"run {run.id}: {n}" for n in notes]
+    got.images |= _image_ids(files.get(RUN_META), caps.max_result_json_bytes)
     captures = {n: d for n, d in files.items() if n.endswith(CAPTURE)}
     converted = {n: d for n, d in files.items()
                  if n not in captures and (n.startswith(RESULT_PREFIX) or n in METADATA_FILES)}

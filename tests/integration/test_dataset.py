@@ -34,6 +34,7 @@ FIXTURES = Path(__file__).parents[1] / "unit" / "fixtures"
 CAPTURE = (FIXTURES / "tcp-6mbit-any.pcap").read_bytes()
 SERVER = "172.30.1.10"  # the measurement server, named in the TAT result
 NODE_ADDRESS = "172.30.1.2"  # the node's modem address, named in its records
+IMAGE_ID = "sha256:" + "ab" * 32  # what the agent recorded as the image that ran
 
 
 def _abw(start: datetime, estimate: float, step: int) -> str:
@@ -62,6 +63,10 @@ def _bundle(api: Api, node: str, run_id: str, tmp: Path, *, rate: float) -> byte
     (root / "meta" / "modem.jsonl").write_text(json.dumps(
         {"time": now.isoformat(), "interface": "op0", "mcc_mnc": "240-01",
          "operator": "Telia", "rsrp": -95.0, "rat": "4G", "address": NODE_ADDRESS}) + "\n")
+    (root / "meta" / "run.json").write_text(json.dumps(
+        {"format": "testbed.run-meta", "version": 1, "image": "testbed/exp-tat:1",
+         "image_id": IMAGE_ID, "agent_version": "0.1.0", "started_at": now.isoformat(),
+         "bytes_used": 4_000_000, "clock": None}))
     return build_bundle(root, run_id=run_id, node_id=node)
 
 
@@ -145,6 +150,7 @@ def test_release_from_archive_is_complete_anonymised_and_reproducible(
     readme = (root / "README.md").read_text()
     assert "node se-02: owner withdrew consent" in readme
     assert "link-profiles/se-01-op0.yaml" in readme and "CC-BY-4.0" in readme
+    assert f"testbed/exp-tat:1 ({IMAGE_ID})" in readme
     assert "CC-BY-4.0" in json.loads((root / "datapackage.json").read_text())[
         "licenses"][0]["name"]
 
@@ -201,5 +207,18 @@ def test_verify_says_exactly_what_is_wrong(
     assert "CITATION.cff: listed in SHA256SUMS but missing" in out.output
     assert "columns ['time_utc'] are not the schema's" in out.output
     assert build(api, monkeypatch, "verify", str(good)).exit_code == 0
+    # the next day's release names the one before in its changelog
+    day = api.clock.now().date().isoformat()
+    daily = build(api, monkeypatch, "build", campaign, "--daily", day, "--previous",
+                  str(good), "--key-file", str(tmp_path / "rel.key"), "--out",
+                  str(tmp_path / day))
+    assert daily.exit_code == 0, daily.output
+    log = (tmp_path / day / "CHANGELOG.md").read_text()
+    assert log.startswith(f"# Changelog\n\n## {day}\n\n- Follows 1.0.0.")
+    assert "- runs: 4 rows (+0 since 1.0.0)." in log and "## 1.0.0" in log
+    assert json.loads((tmp_path / day / "datapackage.json").read_text())["version"] == day
+    nothing = build(api, monkeypatch, "build", campaign, "--daily", "2026-01-01",
+                    "--out", str(tmp_path / "empty"))
+    assert nothing.exit_code != 0 and "no finished run in that period" in nothing.output
     again = build(api, monkeypatch, "build", campaign, "--out", str(good))
     assert again.exit_code != 0 and "not empty" in again.output
