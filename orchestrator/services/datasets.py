@@ -310,7 +310,11 @@ def build_release(ctx: Context, req: BuildRequest) -> Built:
         licence=req.licence, authors=req.authors, tool_version=_tool_version(),
         images=tuple(sorted(got.images)),
         link_profiles=tuple((_renamed(k, names), v) for k, v in profiles.items()),
-        exclusions=req.exclusions, excluded_runs=tuple(got.excluded),
+        # named as the release names nodes: a pseudonymised release does not say
+        # which node's owner withdrew
+        exclusions=tuple(replace(e, target=_renamed(e.target, names))
+                         for e in req.exclusions),
+        excluded_runs=tuple(got.excluded),
         pseudonymised=req.pseudonymise, grid_deg=req.grid_deg, raw=req.raw,
         caveats=_caveats(got.notes))
     counts = dataset_files.write_release(req.out, release, got.rows, got.files,
