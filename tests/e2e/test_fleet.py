@@ -4,11 +4,9 @@ orchestrators are rows of the fault matrix: test_fault_matrix.py.)"""
 
 from __future__ import annotations
 
-import html
 import io
 import ipaddress
 import json
-import re
 import subprocess
 import tarfile
 import tempfile
@@ -20,14 +18,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from orchestrator.analysis.abwtat import pair_sessions
 from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_connections
 from orchestrator.analysis.packets import Packet
 from orchestrator.analysis.pcap import read_capture
-from orchestrator.dataset.tables import abw_rows, tat_summary_rows
-from orchestrator.pages.views import pair_table
 from tests.e2e.conftest import FINAL, Fleet, story
+from tests.release import page_summary, recomputed_summary
 
 pytestmark = pytest.mark.e2e
 
@@ -272,13 +268,6 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
     check_release(fleet, out["id"], runs=len(out["runs"]))
 
 
-def page_summary(page: str) -> list[tuple[str, ...]]:
-    """The rows of the ABw vs TAT page's summary table, as shown."""
-    [table] = re.findall(r'<table class="summary">.*?<tbody>(.*?)</tbody>', page, re.S)
-    return [tuple(html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
-            for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
-
-
 def check_release(fleet: Fleet, campaign: str, *, runs: int) -> None:
     deadline = time.monotonic() + 120  # every session's TAT in the store, so on the page
     while True:
@@ -295,11 +284,8 @@ def check_release(fleet: Fleet, campaign: str, *, runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(["docker", "cp", f"testbed-orchestrator:{inside}", tmp], check=True)
         root = Path(tmp) / f"release-{campaign}"
-        tat = tat_summary_rows(pq.read_table(root / "tables/tat_summaries.parquet").to_pylist())
-        abw = abw_rows(pq.read_table(root / "tables/abw_estimates.parquet").to_pylist())
-    assert len(tat) == runs, tat
-    pairs, _ = pair_sessions(tat, abw)
-    recomputed = [tuple(row) for row in pair_table(pairs).rows]
+        assert pq.read_table(root / "tables/tat_summaries.parquet").num_rows == runs
+        recomputed = recomputed_summary(root)
     page = fleet.http.get("/pages/abw-tat", params={"campaign": campaign})
     assert page.status_code == 200
     shown = page_summary(page.text)

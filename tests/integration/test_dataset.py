@@ -25,10 +25,14 @@ from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.pcap import read_capture
 from orchestrator.cli import main as cli_main
 from orchestrator.dataset.tables import abw_rows, tat_summary_rows
+from orchestrator.services.context import Context
+from orchestrator.services.ingest import ingest_pending
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
+from tests.integration import influxd
 from tests.integration.conftest import Api
 from tests.recorded import tat_result
+from tests.release import page_summary, recomputed_summary
 
 FIXTURES = Path(__file__).parents[1] / "unit" / "fixtures"
 CAPTURE = (FIXTURES / "tcp-6mbit-any.pcap").read_bytes()
@@ -83,9 +87,9 @@ def _run(api: Api, node: str, token: str, run_id: str, tmp: Path, rate: float) -
     assert r.status_code == 200 and r.json()["complete"], (r.status_code, r.text)
 
 
-@pytest.fixture
-def campaign(api: Api, tmp_path: Path) -> Iterator[str]:
-    """A campaign of two TAT runs on se-01's Telia SIM and one on se-02, all done."""
+def finished_campaign(api: Api, tmp_path: Path) -> str:
+    """A campaign of two runs on se-01's Telia SIM and two on se-02's, all done: each a
+    TAT transfer between two ABw estimates, with a capture and the agent's records."""
     tokens = {
         "se-01": api.add_node("se-01", [("op0", "240-01", "Telia")],
                               timezone="Europe/Stockholm"),
@@ -102,7 +106,12 @@ def campaign(api: Api, tmp_path: Path) -> Iterator[str]:
         api.clock.t = max(api.clock.t, datetime.fromisoformat(run["not_before"]))
         _run(api, run["node"], tokens[run["node"]], run["id"], tmp_path / "bundles", 5e6 + n * 1e5)
         api.clock.advance(60)
-    yield str(out["id"])
+    return str(out["id"])
+
+
+@pytest.fixture
+def campaign(api: Api, tmp_path: Path) -> Iterator[str]:
+    yield finished_campaign(api, tmp_path)
 
 
 def build(api: Api, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
@@ -222,3 +231,25 @@ def test_verify_says_exactly_what_is_wrong(
     assert nothing.exit_code != 0 and "no finished run in that period" in nothing.output
     again = build(api, monkeypatch, "build", campaign, "--out", str(good))
     assert again.exit_code != 0 and "not empty" in again.output
+
+
+@pytest.mark.requires(influxd.available())
+def test_figures_recomputed_from_a_release_equal_the_abw_tat_page(
+        api_influx: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Done-means 1 on real parts without the compose fleet: the runs ingested into a
+    real InfluxDB, the page read over HTTP, the release built through the CLI."""
+    api = api_influx
+    ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.timeseries is not None
+    ctx.timeseries.create_database()  # type: ignore[attr-defined]
+    campaign = finished_campaign(api, tmp_path)
+    assert ingest_pending(ctx, ctx.timeseries).written_runs == 4
+    page = api.client.get("/pages/abw-tat", params={"campaign": campaign},
+                          headers=api.admin)
+    assert page.status_code == 200, page.text
+    shown = page_summary(page.text)
+    out = build(api, monkeypatch, "build", campaign, "--out", str(tmp_path / "rel"))
+    assert out.exit_code == 0, out.output
+    assert build(api, monkeypatch, "verify", str(tmp_path / "rel")).exit_code == 0
+    assert len(shown) == 1 and shown[0][:4] == ("SE", "Telia (240-01)", "yaz", "4")
+    assert recomputed_summary(tmp_path / "rel") == shown
