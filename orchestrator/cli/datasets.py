@@ -136,6 +136,51 @@ def build(ctx: click.Context, campaigns: tuple[str, ...], out: Path, from_: str 
         click.echo(f"left out run {run}: {why}")
 
 
+@dataset.command("exclude")
+@click.argument("rule")
+def exclude(rule: str) -> None:
+    """Leave KIND:ID=REASON out of every release from now on (run, node or sim), e.g.
+    'node:se-03=owner withdrew consent'; the reason is printed in each release."""
+    from orchestrator.bootstrap import build_context
+    from orchestrator.services.datasets import record_exclusion
+    from orchestrator.settings import Settings
+
+    try:
+        parsed = parse_exclusion(rule)
+    except BadRelease as e:
+        raise click.UsageError(str(e)) from e
+    context = build_context(Settings())
+    try:
+        record_exclusion(context, parsed)
+    finally:
+        context.db.engine.dispose()
+    click.echo(f"{parsed.kind} {parsed.target} is left out of releases: {parsed.reason}")
+
+
+@dataset.command("exclusions")
+@click.option("--drop", default=None, metavar="KIND:ID",
+              help="include this run, node or SIM in releases again")
+def exclusions(drop: str | None) -> None:
+    """What every release leaves out, and why."""
+    from orchestrator.bootstrap import build_context
+    from orchestrator.services.datasets import drop_exclusion, recorded_exclusions
+    from orchestrator.settings import Settings
+
+    context = build_context(Settings())
+    try:
+        if drop is not None:
+            kind, _, target = drop.partition(":")
+            if not drop_exclusion(context, kind.strip().lower(), target.strip()):
+                raise click.ClickException(f"{drop} is not excluded (see `testbed dataset "
+                                           "exclusions`)")
+            click.echo(f"{drop} is in releases again")
+            return
+        for rule in recorded_exclusions(context):
+            click.echo(f"{rule.kind}:{rule.target}\t{rule.reason}")
+    finally:
+        context.db.engine.dispose()
+
+
 @dataset.command("verify")
 @click.argument("root", type=click.Path(path_type=Path))
 def verify(root: Path) -> None:

@@ -40,7 +40,7 @@ from orchestrator.services.ingest import (
     run_context,
     run_points,
 )
-from orchestrator.store.tables import Bundle, Campaign, Node, Run
+from orchestrator.store.tables import Bundle, Campaign, DatasetExclusion, Node, Run
 from orchestrator.timeseries.lineprotocol import Point, shifted
 from orchestrator.timeseries.nodeclock import RUN_META
 from orchestrator.timeseries.schema import GPS, RunContext
@@ -114,9 +114,41 @@ def _runs(ctx: Context, req: BuildRequest) -> list[str]:
         return sorted(s.scalars(stmt).all())
 
 
-def _exclusion(req: BuildRequest, run: Run) -> Exclusion | None:
-    return next((e for e in req.exclusions
+def _exclusion(rules: Sequence[Exclusion], run: Run) -> Exclusion | None:
+    return next((e for e in rules
                  if e.matches(run=run.id, node=run.node_id, interface=run.interface)), None)
+
+
+def record_exclusion(ctx: Context, rule: Exclusion) -> Exclusion:
+    """Leave ``rule``'s run, node or SIM out of every release from now on (a new reason
+    replaces the old one)."""
+    with ctx.db.session() as s:
+        row = s.scalar(select(DatasetExclusion).where(DatasetExclusion.kind == rule.kind,
+                                                      DatasetExclusion.target == rule.target))
+        if row is None:
+            s.add(DatasetExclusion(kind=rule.kind, target=rule.target, reason=rule.reason,
+                                   created_at=ctx.clock.now()))
+        else:
+            row.reason = rule.reason
+    return rule
+
+
+def recorded_exclusions(ctx: Context) -> list[Exclusion]:
+    with ctx.db.session() as s:
+        rows = s.scalars(select(DatasetExclusion).order_by(DatasetExclusion.kind,
+                                                           DatasetExclusion.target)).all()
+        return [Exclusion(r.kind, r.target, r.reason) for r in rows]
+
+
+def drop_exclusion(ctx: Context, kind: str, target: str) -> bool:
+    """Releases include the run, node or SIM again; False when it was not excluded."""
+    with ctx.db.session() as s:
+        row = s.scalar(select(DatasetExclusion).where(DatasetExclusion.kind == kind,
+                                                      DatasetExclusion.target == target))
+        if row is None:
+            return False
+        s.delete(row)
+        return True
 
 
 def _times(run: Run) -> tuple[int | None, int | None]:
@@ -288,8 +320,9 @@ def build_release(ctx: Context, req: BuildRequest) -> Built:
     names = ({n: anon.node(n) for n in sorted({r.run.node_id for r in runs})}
              if req.pseudonymise else {})
     got = _Collected()
+    rules = tuple(dict.fromkeys((*recorded_exclusions(ctx), *req.exclusions)))
     for rec in runs:
-        rule = _exclusion(req, rec.run)
+        rule = _exclusion(rules, rec.run)
         if rule is not None:
             got.excluded.append((rec.run.id, f"{rule.kind} {rule.target}: {rule.reason}"))
             continue
@@ -313,7 +346,7 @@ def build_release(ctx: Context, req: BuildRequest) -> Built:
         # named as the release names nodes: a pseudonymised release does not say
         # which node's owner withdrew
         exclusions=tuple(replace(e, target=_renamed(e.target, names))
-                         for e in req.exclusions),
+                         for e in rules),
         excluded_runs=tuple(got.excluded),
         pseudonymised=req.pseudonymise, grid_deg=req.grid_deg, raw=req.raw,
         caveats=_caveats(got.notes))

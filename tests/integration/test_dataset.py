@@ -253,3 +253,24 @@ def test_figures_recomputed_from_a_release_equal_the_abw_tat_page(
     assert build(api, monkeypatch, "verify", str(tmp_path / "rel")).exit_code == 0
     assert len(shown) == 1 and shown[0][:4] == ("SE", "Telia (240-01)", "yaz", "4")
     assert recomputed_summary(tmp_path / "rel") == shown
+
+
+def test_a_recorded_exclusion_holds_for_every_release_until_dropped(
+        api: Api, campaign: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said = build(api, monkeypatch, "exclude", "sim:se-02/op0=SIM lent to another project")
+    assert said.exit_code == 0, said.output
+    assert build(api, monkeypatch, "exclude", "sim:se-02=x").exit_code != 0  # NODE/IFACE
+    listed = build(api, monkeypatch, "exclusions")
+    assert listed.output == "sim:se-02/op0\tSIM lent to another project\n"
+    for n in (1, 2):  # every build, with no flag repeated
+        out = build(api, monkeypatch, "build", campaign, "--out", str(tmp_path / f"r{n}"))
+        assert out.exit_code == 0, out.output
+        runs = pq.read_table(tmp_path / f"r{n}/tables/runs.parquet").to_pylist()
+        assert {r["node"] for r in runs} == {"se-01"}
+        assert "- sim se-02/op0: SIM lent to another project" in (
+            tmp_path / f"r{n}/README.md").read_text()
+    assert build(api, monkeypatch, "exclusions", "--drop", "sim:se-02/op0").exit_code == 0
+    assert build(api, monkeypatch, "exclusions").output == ""
+    out = build(api, monkeypatch, "build", campaign, "--out", str(tmp_path / "r3"))
+    assert out.exit_code == 0, out.output
+    assert pq.read_table(tmp_path / "r3/tables/runs.parquet").num_rows == 4
