@@ -68,7 +68,7 @@ class Packet(NamedTuple):
     window: int = 0
 
 
-def _network_offset(data: bytes, linktype: int, start: int, end: int) -> int | None:
+def network_offset(data: bytes, linktype: int, start: int, end: int) -> int | None:
     """Offset of the IP header, or None for frames that carry no IP."""
     fixed = _FIXED_HEADER.get(linktype)
     if fixed is not None:
@@ -103,7 +103,7 @@ def decode(
     a non-first IPv4 fragment has no transport header at all (ports 0, payload the rest).
     """
     end = start + caplen
-    l3 = _network_offset(data, linktype, start, end)
+    l3 = network_offset(data, linktype, start, end)
     if l3 is None or l3 + 20 > end:
         return None
     version = data[l3] >> 4

@@ -1,7 +1,8 @@
 """``testbed``: one CLI for operators and researchers.
 
-``serve`` and ``db`` act on the local installation; every other command talks to the
-API at ``--url`` / ``TESTBED_URL`` with ``--token`` / ``TESTBED_TOKEN``.
+``serve``, ``db``, ``timeseries`` and ``dataset`` act on the local installation; every
+other command talks to the API at ``--url`` / ``TESTBED_URL`` with ``--token`` /
+``TESTBED_TOKEN``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.campaigns import campaign, results_cmd
+from orchestrator.cli.datasets import dataset
 from orchestrator.cli.nodes import node
 from orchestrator.cli.quotas import quota
 from orchestrator.cli.runs import experiment, run
@@ -92,7 +94,8 @@ def timeseries_rebuild(campaign: str | None, clean: bool) -> None:
                f"{done.points} points" + (" (series dropped first)" if clean else ""))
 
 
-for _command in (node, user, project, experiment, run, results_cmd, campaign, quota):
+for _command in (node, user, project, experiment, run, results_cmd, campaign, quota,
+                 dataset):
     cli.add_command(_command)
 
 

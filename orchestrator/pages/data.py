@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+# The rows live with the pairing they feed (analysis.abwtat), below the services, so a
+# dataset release computes the same figures as the pages; re-exported here.
+from orchestrator.analysis.abwtat import AbwRow, TatSummaryRow, Where
+
+__all__ = ["MAX_DAYS", "AbwRow", "Choice", "Choices", "Filters", "TatSummaryRow", "Where"]
+
 #: Time window of a page when no campaign is chosen, days. A month of hourly runs on a
 #: few hundred nodes is a few hundred thousand summary rows: still one quick query.
 DEFAULT_DAYS = 30
@@ -54,60 +60,6 @@ class Filters:
                                      ("days", None if self.days is None else str(self.days)))
                  if v]
         return urlencode(pairs)
-
-
-@dataclass(frozen=True)
-class Where:
-    """The tags that place a measurement: which node, operator and country."""
-
-    node: str
-    country: str
-    operator: str  # MCC-MNC, "" when the run did not know it
-    operator_name: str
-
-    @property
-    def operator_label(self) -> str:
-        """``Telia SE (240-01)``, or whichever of the two is known."""
-        if self.operator_name and self.operator:
-            return f"{self.operator_name} ({self.operator})"
-        return self.operator_name or self.operator or "unknown operator"
-
-    @property
-    def operator_key(self) -> str:
-        return self.operator or self.operator_name
-
-
-@dataclass(frozen=True)
-class TatSummaryRow:
-    """One TAT transfer (a ``tat_summary`` point)."""
-
-    time_ns: int
-    where: Where
-    campaign: str
-    run: str
-    session: str
-    direction: str
-    mean_bps: float
-    sender_bytes: int  # what the node's quota paid; the receiver's count when unknown
-
-
-@dataclass(frozen=True)
-class AbwRow:
-    """One ABw estimate (an ``abw`` point)."""
-
-    time_ns: int
-    where: Where
-    campaign: str
-    run: str
-    session: str
-    direction: str
-    method: str
-    estimate_bps: float
-    latency_s: float
-    bytes: int
-    #: The session step that took it (ABW1 and ABW2 of one tool are separate runs of
-    #: it); None for a plain ABw run.
-    step: int | None = None
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 
-from orchestrator.analysis.session import AbwRun, TatRun, session_figures
+from orchestrator.analysis.abwtat import PairRow, operator_figures, pair_sessions
 from orchestrator.analysis.timeofday import MIN_SAMPLES, DiurnalResult, diurnal
 from orchestrator.pages import svg
-from orchestrator.pages.data import AbwRow, Filters, TatSummaryRow, Where
+from orchestrator.pages.data import AbwRow, Filters, TatSummaryRow
 
 MBPS = 1e6  # rates are shown in Mbit/s
 HOURS = tuple(f"{h:02d}" for h in range(24))
@@ -247,75 +247,6 @@ def daily_page(rows: Sequence[TatSummaryRow], *, zones: Zones, filters: Filters)
 # --- ABw vs TAT -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PairRow:
-    """One TAT paired with the nearest run of one ABw tool in its session."""
-
-    where: Where
-    method: str
-    tat_bps: float
-    abw_bps: float
-    rd: float
-    abs_diff_bps: float
-    latencies_s: tuple[float, ...]
-    tat_bytes: int
-    abw_bytes: int
-
-
-def pair_sessions(tat_rows: Sequence[TatSummaryRow],
-                  abw_rows: Sequence[AbwRow]) -> tuple[list[PairRow], list[str]]:
-    """Pairs over every session that has both TAT and ABw runs, and notes on the rest.
-
-    A session is a (node, operator, direction, session tag); within it each TAT is
-    paired with the nearest run of each ABw tool (:func:`analysis.session.session_figures`).
-    An ABw run is one run's estimates of one tool in one session step: an ABw-TAT-ABw
-    run measures with the same tool before and after each TAT.
-    """
-    Key = tuple[str, str, str, str]
-    tats: dict[Key, list[TatRun]] = defaultdict(list)
-    places: dict[Key, Where] = {}
-    abw: dict[Key, dict[tuple[str, str, int], list[AbwRow]]] = defaultdict(
-        lambda: defaultdict(list))
-    untagged = 0
-    for t in tat_rows:
-        if not t.session:
-            untagged += 1
-            continue
-        key = (t.where.node, t.where.operator_key, t.direction, t.session)
-        places[key] = t.where
-        tats[key].append(TatRun(start_s=t.time_ns / 1e9, mean_bps=t.mean_bps, bins_bps=(),
-                                bin_s=0.1, bytes=t.sender_bytes))
-    for a in abw_rows:
-        if a.session:
-            abw[(a.where.node, a.where.operator_key, a.direction, a.session)][
-                (a.run, a.method, -1 if a.step is None else a.step)].append(a)
-    pairs: list[PairRow] = []
-    lonely = 0
-    for key, tat_runs in tats.items():
-        runs = [AbwRun(method=method, start_s=min(r.time_ns for r in rs) / 1e9,
-                       estimates_bps=tuple(r.estimate_bps for r in rs),
-                       latencies_s=tuple(r.latency_s for r in rs),
-                       bytes=sum(r.bytes for r in rs))
-                for (_run, method, _step), rs in sorted(abw.get(key, {}).items())]
-        if not runs:
-            lonely += 1
-            continue
-        figures = session_figures(tat=tat_runs, abw=runs)
-        for fig in figures.methods.values():
-            for p in fig.pairs:
-                pairs.append(PairRow(where=places[key], method=p.method,
-                                     tat_bps=p.tat.mean_bps, abw_bps=p.abw.mean_bps, rd=p.rd,
-                                     abs_diff_bps=p.abs_diff_bps,
-                                     latencies_s=p.abw.latencies_s, tat_bytes=p.tat.bytes,
-                                     abw_bytes=p.abw.bytes))
-    notes = []
-    if untagged:
-        notes.append(f"{untagged} TAT transfer(s) carry no session tag and are not paired.")
-    if lonely:
-        notes.append(f"{lonely} session(s) have TAT but no ABw estimate and are not paired.")
-    return pairs, notes
-
-
 def abw_tat_page(tat_rows: Sequence[TatSummaryRow], abw_rows: Sequence[AbwRow], *,
                  filters: Filters) -> Page:
     title = "ABw vs TAT"
@@ -365,36 +296,31 @@ def abw_tat_page(tat_rows: Sequence[TatSummaryRow], abw_rows: Sequence[AbwRow], 
         Section(heading="ABw estimate against TAT, per country and operator",
                 charts=tuple(scatters)),
         Section(heading="Relative difference, latency and volume", charts=(cdf_chart,),
-                tables=(_pair_table(groups),)),
+                tables=(pair_table(pairs),)),
     )
     return Page("abw-tat", title, intro, sections=sections, notes=tuple(notes))
 
 
-def _pair_table(groups: Mapping[tuple[str, str], Sequence[PairRow]]) -> Table:
-    rows = []
-    for (country, label), ps in sorted(groups.items()):
-        for m in sorted({p.method for p in ps}):
-            mp = [p for p in ps if p.method == m]
-            lat = [x for p in mp for x in p.latencies_s]
-            abw_bytes = sum(p.abw_bytes for p in mp)
-            ratio = sum(p.tat_bytes for p in mp) / abw_bytes if abw_bytes else math.inf
-            rows.append((
-                country, label, m, str(len(mp)),
-                _fmt(statistics.fmean(p.tat_bps for p in mp) / MBPS),
-                _fmt(statistics.fmean(p.abw_bps for p in mp) / MBPS),
-                _fmt(statistics.fmean(p.rd for p in mp), 2),
-                _fmt(statistics.median(p.rd for p in mp), 2),
-                _fmt(statistics.fmean(p.abs_diff_bps for p in mp) / MBPS),
-                f"{statistics.fmean(lat):.2f} ± {statistics.stdev(lat) if len(lat) > 1 else 0:.2f}",
-                _fmt(ratio),
-            ))
+def pair_table(pairs: Sequence[PairRow]) -> Table:
+    """The page's summary table: per country, operator and ABw tool (also what a
+    dataset release's reader recomputes from its tables, docs/open-data.md)."""
+    rows = tuple((
+        f.country, f.operator, f.method, str(f.pairs),
+        _fmt(f.mean_tat_bps / MBPS), _fmt(f.mean_abw_bps / MBPS),
+        _fmt(f.mean_rd, 2), _fmt(f.median_rd, 2), _fmt(f.mean_abs_diff_bps / MBPS),
+        f"{f.latency_mean_s:.2f} ± {f.latency_sd_s:.2f}", _fmt(f.volume_ratio),
+    ) for f in operator_figures(pairs))
     return Table(
         caption="Per country, operator and ABw tool (volume ratio: bytes TAT sent per byte "
                 "the ABw tool sent, over the paired runs)",
-        headers=("Country", "Operator", "ABw tool", "Pairs", "Mean TAT (Mbit/s)",
-                 "Mean ABw (Mbit/s)", "Mean RD", "Median RD", "Mean |TAT - ABw| (Mbit/s)",
-                 "ABw latency per estimate (s, mean ± sd)", "Volume ratio TAT/ABw"),
-        rows=tuple(rows), css_class="summary")
+        headers=PAIR_TABLE_HEADERS, rows=rows, css_class="summary")
+
+
+#: The columns of the ABw vs TAT page's summary table.
+PAIR_TABLE_HEADERS = (
+    "Country", "Operator", "ABw tool", "Pairs", "Mean TAT (Mbit/s)", "Mean ABw (Mbit/s)",
+    "Mean RD", "Median RD", "Mean |TAT - ABw| (Mbit/s)",
+    "ABw latency per estimate (s, mean ± sd)", "Volume ratio TAT/ABw")
 
 
 # --- time of day ----------------------------------------------------------------------

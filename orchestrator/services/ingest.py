@@ -81,7 +81,7 @@ def session_tag(run: Run) -> str:
     return run.id
 
 
-def _run_context(node: Node | None, run: Run) -> RunContext:
+def run_context(node: Node | None, run: Run) -> RunContext:
     iface = next((i for i in node.interfaces if i.name == run.interface), None) if node else None
     return RunContext(
         node=run.node_id,
@@ -243,7 +243,7 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> In
                 continue
             bundle = s.get(Bundle, run.bundle_sha256)
             assert bundle is not None
-            built = _points(ctx, bundle, _run_context(s.get(Node, run.node_id), run))
+            built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run))
             written = shifted(built.points, campaign_time_offset(s, run))
             try:
                 sink.write(written)

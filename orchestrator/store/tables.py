@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -284,3 +285,19 @@ class Bundle(Base):
     path: Mapped[str] = mapped_column(Text)
     files: Mapped[int] = mapped_column(Integer)
     stored_at: Mapped[datetime]
+
+
+class DatasetExclusion(Base):
+    """A run, node or SIM (``node/interface``) left out of every dataset release, and
+    why (orchestrator.services.datasets); the reason is printed in each release."""
+
+    __tablename__ = "dataset_exclusions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    target: Mapped[str] = mapped_column(String(160))
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (
+        UniqueConstraint("kind", "target", name="uq_dataset_exclusions_kind_target"),
+    )

@@ -9,10 +9,13 @@ import ipaddress
 import json
 import subprocess
 import tarfile
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.analysis.capture import reference_flows
@@ -20,6 +23,7 @@ from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_conne
 from orchestrator.analysis.packets import Packet
 from orchestrator.analysis.pcap import read_capture
 from tests.e2e.conftest import FINAL, Fleet, story
+from tests.release import page_summary, recomputed_summary
 
 pytestmark = pytest.mark.e2e
 
@@ -259,3 +263,30 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
     for run in out["runs"]:
         [line] = [row for row in table if row.startswith(run["id"])]
         assert line.count("Mbit/s") == 2 and "%" in line, line
+    # An open-data release of the campaign, built and verified where the orchestrator
+    # runs; the ABw-TAT figures recomputed from its tables alone equal the page's.
+    check_release(fleet, out["id"], runs=len(out["runs"]))
+
+
+def check_release(fleet: Fleet, campaign: str, *, runs: int) -> None:
+    deadline = time.monotonic() + 120  # every session's TAT in the store, so on the page
+    while True:
+        [[_, n]] = fleet.influx("SELECT count(mean_bps) FROM tat_summary WHERE "
+                                f"campaign = '{campaign}'") or [[0, 0]]
+        if n >= runs:
+            break
+        assert time.monotonic() < deadline, f"{n} of {runs} sessions' TAT ingested"
+        time.sleep(2)
+    inside = f"/tmp/release-{campaign}"
+    fleet.cli("dataset", "build", campaign, "--out", inside, "--raw",
+              "--key-file", f"/tmp/release-{campaign}.key")
+    assert "good" in fleet.cli("dataset", "verify", inside)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["docker", "cp", f"testbed-orchestrator:{inside}", tmp], check=True)
+        root = Path(tmp) / f"release-{campaign}"
+        assert pq.read_table(root / "tables/tat_summaries.parquet").num_rows == runs
+        recomputed = recomputed_summary(root)
+    page = fleet.http.get("/pages/abw-tat", params={"campaign": campaign})
+    assert page.status_code == 200
+    shown = page_summary(page.text)
+    assert shown and recomputed == shown  # RD and volume ratio per operator, and the rest

@@ -19,7 +19,7 @@ from orchestrator.cli.client import ApiClient
 from orchestrator.settings import SchedulingSettings, Settings
 from testbed_common import wire
 from tests.conftest import REPO, ManualClock, require
-from tests.integration import postgres
+from tests.integration import influxd, postgres
 
 ADMIN = "admin-token-for-tests-0123456789"
 
@@ -126,6 +126,23 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def api(tmp_path: Path, clock: ManualClock, database_url: str) -> Iterator[Api]:
     settings = make_settings(tmp_path).model_copy(update={"database_url": database_url})
+    app = create_app(settings, clock=clock, reaper=False)
+    with TestClient(app) as client:
+        yield Api(client, clock, settings)
+    app.state.ctx.db.engine.dispose()
+
+
+@pytest.fixture
+def store() -> Iterator[influxd.Influxd]:
+    with influxd.running() as s:
+        yield s
+
+
+@pytest.fixture
+def api_influx(tmp_path: Path, clock: ManualClock, store: influxd.Influxd) -> Iterator[Api]:
+    settings = make_settings(tmp_path).model_copy(
+        update={"influx": make_settings(tmp_path).influx.model_copy(
+            update={"url": store.url, "database": "ingest_test"})})
     app = create_app(settings, clock=clock, reaper=False)
     with TestClient(app) as client:
         yield Api(client, clock, settings)

@@ -10,46 +10,26 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from orchestrator.analysis.capture import CaptureFlows, reference_flows
-from orchestrator.api.app import create_app
 from orchestrator.services import flowtool
 from orchestrator.services.context import Context
 from orchestrator.services.ingest import ingest_pending, reset_ingest
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
-from tests.conftest import ManualClock, require
+from tests.conftest import require
 from tests.integration import influxd
-from tests.integration.conftest import Api, make_settings
+from tests.integration.conftest import Api
 from tests.recorded import tat_result
 
 BINS = 31  # 100 ms receiver bins in the recorded 3 s transfer
 FIXTURES = Path(__file__).parents[1] / "unit" / "fixtures"
 
 pytestmark = pytest.mark.requires(influxd.available())
-
-
-@pytest.fixture
-def store() -> Iterator[influxd.Influxd]:
-    with influxd.running() as s:
-        yield s
-
-
-@pytest.fixture
-def api_influx(tmp_path: Path, clock: ManualClock, store: influxd.Influxd) -> Iterator[Api]:
-    settings = make_settings(tmp_path).model_copy(
-        update={"influx": make_settings(tmp_path).influx.model_copy(
-            update={"url": store.url, "database": "ingest_test"})})
-    app = create_app(settings, clock=clock, reaper=False)
-    with TestClient(app) as client:
-        yield Api(client, clock, settings)
-    app.state.ctx.db.engine.dispose()
 
 
 def _tat(start: str) -> dict[str, Any]:

@@ -1,0 +1,356 @@
+"""The release's tables: their columns (names, types, units) and their rows (pure).
+
+One :class:`TableSpec` per kind of record gives the Parquet schema, the CSV header
+and the Data Package's table schema alike, so the three cannot drift. Rows are built
+from the points ingest writes to the time series (:mod:`orchestrator.timeseries.schema`,
+one conversion for both), from the runs' records and from the captures' flows; every
+time is UTC, with the node's time zone beside it. Rows are sorted by the table's key,
+so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.analysis.abwtat import AbwRow, PairRow, TatSummaryRow, Where
+from orchestrator.analysis.flows import FlowStats
+from orchestrator.timeseries.lineprotocol import Point
+from orchestrator.timeseries.schema import ABW, GPS, MODEM, SYSTEM, TAT, TAT_SUMMARY
+
+#: Bumped when a column is renamed, removed or changes type or unit (not when one is
+#: added at the end): the release says it, and readers can check it.
+SCHEMA_VERSION = "1.0"
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Table Schema type: string, integer, number, datetime
+    description: str
+    unit: str = ""  # "" for none
+
+    def describe(self) -> str:
+        return f"{self.description} ({self.unit})" if self.unit else self.description
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    title: str
+    description: str
+    columns: tuple[Column, ...]
+    #: Columns rows are sorted by (and that identify a row).
+    key: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+def _c(name: str, type_: str, description: str, unit: str = "") -> Column:
+    return Column(name, type_, description, unit)
+
+
+TIME = _c("time_utc", "datetime", "When, UTC, to the microsecond")
+ZONE = _c("timezone", "string", "The node's IANA time zone, for local hours and days")
+PLACE = (
+    _c("node", "string", "Node id (a pseudonym when the release pseudonymises nodes)"),
+    _c("country", "string", "ISO 3166-1 alpha-2 country of the node"),
+    _c("operator", "string", "Operator of the SIM as MCC-MNC"),
+    _c("operator_name", "string", "Operator's name as the modem reported it"),
+    _c("interface", "string", "The node's modem interface (one SIM)"),
+)
+RUN = (
+    _c("campaign", "string", "Campaign id, empty for an ad-hoc run"),
+    _c("run", "string", "Run id"),
+    _c("session", "string", "ABw-TAT-ABw session the run belongs to"),
+)
+DIRECTION = _c("direction", "string", "uplink or downlink")
+
+#: Every field a point table carries: type and unit.
+_FIELDS: dict[str, tuple[str, str, str]] = {
+    "bps": ("number", "bit/s", "Rate in the bin"),
+    "bytes": ("integer", "byte", "Bytes"),
+    "duration_s": ("number", "s", "Duration"),
+    "mean_bps": ("number", "bit/s", "Mean rate of the transfer (receiver)"),
+    "sender_bytes": ("integer", "byte", "Bytes the sender sent (what the SIM paid)"),
+    "retransmits": ("integer", "", "TCP retransmissions the sender counted"),
+    "bins": ("integer", "", "Rate bins of the transfer"),
+    "policing": ("string", "", "Policing profile of the transfer"),
+    "stable_bps": ("number", "bit/s", "Rate after the policing profile settled"),
+    "time_to_90_s": ("number", "s", "Time to 90% of the stable rate"),
+    "peak_bps": ("number", "bit/s", "Peak rate before policing"),
+    "drop_s": ("number", "s", "When the rate dropped to the policed rate"),
+    "estimate_bps": ("number", "bit/s", "Available-bandwidth estimate"),
+    "low_bps": ("number", "bit/s", "Lower bound of the estimate"),
+    "high_bps": ("number", "bit/s", "Upper bound of the estimate"),
+    "latency_s": ("number", "s", "Time the estimate took"),
+    "packets_sent": ("integer", "", "Probe packets sent"),
+    "loss": ("number", "1", "Probe loss ratio"),
+    "rtt_s": ("number", "s", "Round-trip time"),
+    "step": ("integer", "", "Session step of the estimate, empty for a plain ABw run"),
+    "rssi": ("number", "dBm", "Received signal strength"),
+    "rsrp": ("number", "dBm", "Reference signal received power"),
+    "rsrq": ("number", "dB", "Reference signal received quality"),
+    "sinr": ("number", "dB", "Signal to interference and noise ratio"),
+    "cell_id": ("integer", "", "Serving cell id"),
+    "band": ("string", "", "Radio band"),
+    "rat": ("string", "", "Radio access technology (3G, 4G, 5G)"),
+    "lat": ("number", "degree", "Latitude, WGS 84, coarsened to the release's grid"),
+    "lon": ("number", "degree", "Longitude, WGS 84, coarsened to the release's grid"),
+    "alt_m": ("number", "m", "Altitude"),
+    "speed_mps": ("number", "m/s", "Speed"),
+    "cpu_pct": ("number", "%", "CPU use"),
+    "mem_pct": ("number", "%", "Memory use"),
+    "temperature_c": ("number", "degree Celsius", "Temperature"),
+    "disk_free_bytes": ("integer", "byte", "Free disk space"),
+}
+
+
+def _fields(*names: str) -> tuple[Column, ...]:
+    return tuple(_c(n, _FIELDS[n][0], _FIELDS[n][2], _FIELDS[n][1]) for n in names)
+
+
+@dataclass(frozen=True)
+class PointTable:
+    """A table of one time-series measurement: which tags and fields it keeps."""
+
+    spec: TableSpec
+    measurement: str
+    tags: tuple[str, ...]  # extra tags beyond the place and the run
+    fields: tuple[str, ...]
+
+
+def _point_table(name: str, title: str, description: str, measurement: str,
+                 tags: tuple[Column, ...], fields: tuple[str, ...]) -> PointTable:
+    columns = (TIME, ZONE, *PLACE, *RUN, *tags, *_fields(*fields))
+    key = ("time_utc", "node", "interface", "run", *(t.name for t in tags))
+    return PointTable(TableSpec(name, title, description, columns, key), measurement,
+                      tuple(t.name for t in tags), fields)
+
+
+METHOD = _c("method", "string", "ABw tool")
+
+POINT_TABLES = (
+    _point_table("tat_bins", "TAT bins", "Each TAT transfer's receiver rate per bin "
+                 "(100 ms), stamped at the bin's start", TAT, (DIRECTION,),
+                 ("bps", "bytes", "duration_s")),
+    _point_table("tat_summaries", "TAT summaries", "One row per TAT transfer: mean rate, "
+                 "bytes and policing profile, stamped at the transfer's start", TAT_SUMMARY,
+                 (DIRECTION,), ("mean_bps", "bytes", "sender_bytes", "duration_s",
+                                "retransmits", "bins", "policing", "stable_bps",
+                                "time_to_90_s", "peak_bps", "drop_s")),
+    _point_table("abw_estimates", "ABw estimates", "One row per available-bandwidth "
+                 "estimate, stamped at its start", ABW, (DIRECTION, METHOD),
+                 ("estimate_bps", "low_bps", "high_bps", "latency_s", "bytes",
+                  "packets_sent", "loss", "rtt_s", "step")),
+    _point_table("modem", "Modem metadata", "The agent's modem samples over each run",
+                 MODEM, (), ("rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat")),
+    _point_table("positions", "Node positions", "The agent's GPS fixes over each run, "
+                 "coarsened to the release's grid", GPS, (),
+                 ("lat", "lon", "alt_m", "speed_mps")),
+    _point_table("system_health", "System health", "The node's health samples over each "
+                 "run", SYSTEM, (), ("cpu_pct", "mem_pct", "temperature_c",
+                                     "disk_free_bytes")),
+)
+
+RUNS = TableSpec(
+    "runs", "Runs", "One row per run in the release: where, what and how it ended",
+    (
+        _c("run", "string", "Run id"),
+        _c("campaign", "string", "Campaign id, empty for an ad-hoc run"),
+        *PLACE, ZONE,
+        _c("experiment", "string", "Experiment name in the catalogue"),
+        _c("experiment_version", "integer", "Experiment version"),
+        _c("image", "string", "Container image of the experiment"),
+        _c("parameters", "string", "The run's parameters, JSON with sorted keys"),
+        _c("start_utc", "datetime", "When the experiment started, UTC"),
+        _c("end_utc", "datetime", "When the run reached its final state, UTC"),
+        _c("state", "string", "Final state: done, failed, cancelled or expired"),
+        _c("bytes", "integer", "Bytes the run moved on its interface, both directions",
+           "byte"),
+        _c("session", "string", "ABw-TAT-ABw session the run belongs to"),
+    ),
+    ("run",),
+)
+
+SESSIONS = TableSpec(
+    "abw_tat_sessions", "ABw-TAT session pairs",
+    "Each TAT transfer paired with the nearest run of each ABw tool in its session, as "
+    "the ABw vs TAT page pairs them: RD = |TAT - ABw| / TAT",
+    (
+        _c("node", "string", "Node id"),
+        _c("country", "string", "Country of the node"),
+        _c("operator", "string", "Operator of the SIM as MCC-MNC"),
+        _c("operator_name", "string", "Operator's name"),
+        _c("method", "string", "ABw tool"),
+        _c("tat_bps", "number", "TAT mean rate", "bit/s"),
+        _c("abw_bps", "number", "Mean of the paired ABw run's estimates", "bit/s"),
+        _c("rd", "number", "Relative difference |TAT - ABw| / TAT", "1"),
+        _c("abs_diff_bps", "number", "|TAT - ABw|", "bit/s"),
+        _c("abw_latency_mean_s", "number", "Mean time per ABw estimate", "s"),
+        _c("tat_bytes", "integer", "Bytes the TAT transfer sent", "byte"),
+        _c("abw_bytes", "integer", "Bytes the ABw run sent", "byte"),
+    ),
+    ("node", "operator", "method", "tat_bps", "abw_bps"),
+)
+
+FLOWS = TableSpec(
+    "flows", "Flows from captures",
+    "One row per TCP connection in the run's anonymised captures (the same analysis "
+    "as ingest's), endpoints as anonymised in the captures",
+    (
+        TIME, ZONE, *PLACE, *RUN,
+        _c("capture", "string", "The capture file in the run's bundle"),
+        _c("client_address", "string", "Client address (Crypto-PAn, prefix-preserving)"),
+        _c("client_port", "integer", "Client port"),
+        _c("server_address", "string", "Server address (Crypto-PAn, prefix-preserving)"),
+        _c("server_port", "integer", "Server port"),
+        DIRECTION,
+        _c("fct_s", "number", "Flow completion time", "s"),
+        _c("rtt_3whs_s", "number", "Handshake round-trip time", "s"),
+        _c("payload_bytes", "integer", "Payload in the data direction", "byte"),
+        _c("delivered_bytes", "integer", "Stream advance in order", "byte"),
+        _c("data_packets", "integer", "Data packets"),
+        _c("retrans_pct", "number", "Retransmitted data packets", "%"),
+        _c("retrans_bytes_pct", "number", "Retransmitted payload", "%"),
+        _c("dupack_pct", "number", "Duplicate ACKs among pure ACKs", "%"),
+        _c("self_delay_s", "number", "Mean self-induced queueing delay", "s"),
+        _c("self_delay_p95_s", "number", "95th percentile of the self-induced delay", "s"),
+    ),
+    ("time_utc", "run", "capture", "client_address", "client_port", "server_address",
+     "server_port"),
+)
+
+TABLES: tuple[TableSpec, ...] = (RUNS, *(t.spec for t in POINT_TABLES), SESSIONS, FLOWS)
+
+
+def us(time_ns: int) -> int:
+    """Nanoseconds to the microseconds a table keeps."""
+    return time_ns // 1000
+
+
+def point_rows(table: PointTable, points: Iterable[Point], zone: str) -> list[Row]:
+    """The points of ``table``'s measurement as rows (time in microseconds)."""
+    out = []
+    for p in points:
+        if p.measurement != table.measurement:
+            continue
+        row: Row = {"time_utc": us(p.time_ns), "timezone": zone}
+        for c in (*PLACE, *RUN):
+            row[c.name] = p.tags.get(c.name, "")
+        for t in table.tags:
+            row[t] = p.tags.get(t, "")
+        for f in table.fields:
+            row[f] = p.fields.get(f)
+        out.append(row)
+    return out
+
+
+def flow_rows(flows: Sequence[FlowStats], *, capture: str, tags: Mapping[str, str],
+              zone: str) -> list[Row]:
+    """A capture's flows as rows; ``tags`` the run's place and run columns."""
+    out = []
+    for f in flows:
+        row: Row = {"time_utc": us(f.start_ns), "timezone": zone}
+        row.update({c.name: tags.get(c.name, "") for c in (*PLACE, *RUN)})
+        client, server = f.connection
+        row.update(
+            capture=capture, client_address=_text(client.addr), client_port=client.port,
+            server_address=_text(server.addr), server_port=server.port,
+            direction="uplink" if f.data_from_client else "downlink",
+            fct_s=f.fct_s, rtt_3whs_s=f.rtt_3whs_s, payload_bytes=f.payload_bytes,
+            delivered_bytes=f.delivered_bytes, data_packets=f.data_packets,
+            retrans_pct=f.retrans_pct, retrans_bytes_pct=f.retrans_bytes_pct,
+            dupack_pct=f.dupack_pct,
+            self_delay_s=f.self_delay.mean_s if f.self_delay else None,
+            self_delay_p95_s=f.self_delay.p95_s if f.self_delay else None)
+        out.append(row)
+    return out
+
+
+def _text(addr: bytes) -> str:
+    import ipaddress
+    return str(ipaddress.ip_address(addr))
+
+
+def parameters_text(parameters: Mapping[str, Any]) -> str:
+    return json.dumps(parameters, sort_keys=True, separators=(",", ":"))
+
+
+def _where(row: Mapping[str, Any]) -> Where:
+    return Where(node=str(row["node"] or ""), country=str(row["country"] or ""),
+                 operator=str(row["operator"] or ""),
+                 operator_name=str(row["operator_name"] or ""))
+
+
+def tat_summary_rows(rows: Iterable[Mapping[str, Any]]) -> list[TatSummaryRow]:
+    """The ``tat_summaries`` table's rows as the page's rows (time in µs or a datetime),
+    so a release's reader pairs them with the same code as the page."""
+    return [TatSummaryRow(
+        time_ns=_ns(r["time_utc"]), where=_where(r), campaign=str(r["campaign"] or ""),
+        run=str(r["run"]), session=str(r["session"] or ""), direction=str(r["direction"]),
+        mean_bps=float(r["mean_bps"]),
+        sender_bytes=int(r["sender_bytes"] or r["bytes"] or 0))
+        for r in rows if r.get("mean_bps") is not None]
+
+
+def abw_rows(rows: Iterable[Mapping[str, Any]]) -> list[AbwRow]:
+    """The ``abw_estimates`` table's rows as the page's rows."""
+    return [AbwRow(
+        time_ns=_ns(r["time_utc"]), where=_where(r), campaign=str(r["campaign"] or ""),
+        run=str(r["run"]), session=str(r["session"] or ""), direction=str(r["direction"]),
+        method=str(r["method"]), estimate_bps=float(r["estimate_bps"]),
+        latency_s=float(r["latency_s"] or 0.0), bytes=int(r["bytes"] or 0),
+        step=None if _missing(r.get("step")) else int(r["step"]))
+        for r in rows if r.get("estimate_bps") is not None]
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)  # a pandas NaN
+
+
+def _ns(v: Any) -> int:
+    if isinstance(v, int):
+        return v * 1000
+    stamp: Callable[[], float] | None = getattr(v, "timestamp", None)
+    if stamp is None:
+        raise ValueError(f"time_utc {v!r} is neither microseconds nor a datetime")
+    value = getattr(v, "value", None)  # a pandas Timestamp: nanoseconds exactly
+    if isinstance(value, int):
+        return value
+    seconds, micros = divmod(round(stamp() * 1e6), 1_000_000)
+    return seconds * 1_000_000_000 + micros * 1000
+
+
+def session_rows(pairs: Iterable[PairRow]) -> list[Row]:
+    return [{
+        "node": p.where.node, "country": p.where.country, "operator": p.where.operator,
+        "operator_name": p.where.operator_name, "method": p.method, "tat_bps": p.tat_bps,
+        "abw_bps": p.abw_bps, "rd": p.rd, "abs_diff_bps": p.abs_diff_bps,
+        "abw_latency_mean_s": (sum(p.latencies_s) / len(p.latencies_s)
+                               if p.latencies_s else None),
+        "tat_bytes": p.tat_bytes, "abw_bytes": p.abw_bytes,
+    } for p in pairs]
+
+
+def sort_key(spec: TableSpec) -> Callable[[Row], tuple[Any, ...]]:
+    """Rows in the key's order, then by every column (a total order: None first)."""
+    order = (*spec.key, *(n for n in spec.names if n not in spec.key))
+
+    def key(row: Row) -> tuple[Any, ...]:
+        return tuple((row.get(n) is not None, _comparable(row.get(n))) for n in order)
+    return key
+
+
+def _comparable(v: Any) -> Any:
+    return "" if v is None else v if isinstance(v, int | float | str) else str(v)
+
+
+def sorted_rows(spec: TableSpec, rows: Iterable[Row]) -> list[Row]:
+    return sorted(rows, key=sort_key(spec))
