@@ -1,7 +1,7 @@
 """Bench: the whole ingest path (upload, verify, archive, analyse, write to InfluxDB) at
 one and at two orchestrator processes, against upload-and-archive alone in the same run.
 
-    sudo .venv/bin/python bench/ingest_path.py [--bundles 60] [--uploaders 4]
+    sudo .venv/bin/python bench/ingest_path.py [--bundles 48] [--uploaders 4]
                                                [--captures DIR]
 
 Needs the PostgreSQL server binaries and influxd (Debian's postgresql and influxdb, as
@@ -50,7 +50,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -123,9 +123,15 @@ def bundle_folder(root: Path, captures: Path) -> Path:
 
 
 def make_bundle(folder: Path, tat: dict[str, Any], run_id: str, node: str) -> bytes:
+    """The run's bundle as the agent builds it (gzip level 9: seconds each, so the bench
+    builds them in a process pool, before the clock starts)."""
+    mine = folder.parent / f"bundle-{run_id}"
+    shutil.copytree(folder, mine)
     doc = {**tat, "start": datetime.now(UTC).isoformat()}
-    (folder / "results" / "tat.json").write_text(json.dumps(doc))
-    return build_bundle(folder, run_id=run_id, node_id=node)
+    (mine / "results" / "tat.json").write_text(json.dumps(doc))
+    data = build_bundle(mine, run_id=run_id, node_id=node)
+    shutil.rmtree(mine)
+    return data
 
 
 # -- the counting proxy ------------------------------------------------------------------
@@ -201,32 +207,33 @@ class Phase:
 def prepare(url: str, n: int, tag: str) -> list[tuple[str, str, str]]:
     """``n`` runs, each on a node of its own, handed out and set uploading: (run, node,
     node token)."""
-    out = []
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda i: prepare_one(url, f"{tag}-{i:03d}"), range(n)))
+
+
+def prepare_one(url: str, node: str) -> tuple[str, str, str]:
     with httpx.Client(base_url=url, timeout=60) as c:
-        for i in range(n):
-            node = f"{tag}-{i:03d}"
-            r = c.post("/api/v1/nodes", headers=ADMIN, json={"id": node, "country": "SE"})
-            r.raise_for_status()
-            auth = {"Authorization": f"Bearer {r.json()['token']}"}
-            reg = wire.Registration(agent_version="bench", interfaces=[wire.InterfaceReport(
-                name="op0", operator=wire.Operator(mcc_mnc="240-01", name="Telia"))])
-            c.post(f"{wire.AGENT_PREFIX}/register", headers=auth,
-                   json=reg.model_dump(mode="json")).raise_for_status()
-            r = c.post("/api/v1/runs", headers=ADMIN, json={
-                "experiment": "tat", "node": node, "interface": "op0",
-                "parameters": {"duration_s": 20}})
-            r.raise_for_status()
-            run = r.json()["id"]
-            hb = wire.Heartbeat(sent_at=datetime.now(UTC), interfaces=[],
-                                disk_free_bytes=10**9)
-            c.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=auth,
-                   json=hb.model_dump(mode="json")).raise_for_status()
-            for state in ("running", "uploading"):
-                c.post(f"{wire.AGENT_PREFIX}/runs/{run}/state", headers=auth, json={
-                    "state": state, "reason": "bench", "at": datetime.now(UTC).isoformat()},
-                ).raise_for_status()
-            out.append((run, node, auth["Authorization"]))
-    return out
+        r = c.post("/api/v1/nodes", headers=ADMIN, json={"id": node, "country": "SE"})
+        r.raise_for_status()
+        auth = {"Authorization": f"Bearer {r.json()['token']}"}
+        reg = wire.Registration(agent_version="bench", interfaces=[wire.InterfaceReport(
+            name="op0", operator=wire.Operator(mcc_mnc="240-01", name="Telia"))])
+        c.post(f"{wire.AGENT_PREFIX}/register", headers=auth,
+               json=reg.model_dump(mode="json")).raise_for_status()
+        r = c.post("/api/v1/runs", headers=ADMIN, json={
+            "experiment": "tat", "node": node, "interface": "op0",
+            "parameters": {"duration_s": 20}})
+        r.raise_for_status()
+        run = r.json()["id"]
+        hb = wire.Heartbeat(sent_at=datetime.now(UTC), interfaces=[],
+                            disk_free_bytes=10**9)
+        c.post(f"{wire.AGENT_PREFIX}/heartbeat", headers=auth,
+               json=hb.model_dump(mode="json")).raise_for_status()
+        for state in ("running", "uploading"):
+            c.post(f"{wire.AGENT_PREFIX}/runs/{run}/state", headers=auth, json={
+                "state": state, "reason": "bench", "at": datetime.now(UTC).isoformat()},
+            ).raise_for_status()
+        return run, node, auth["Authorization"]
 
 
 def upload(url: str, run: str, auth: str, data: bytes) -> None:
@@ -271,7 +278,9 @@ def run_phase(work: Path, pg: str, influx_url: str | None, processes: int, n: in
             lives.append(stack.enter_context(orchestrator(root / f"process-{i}", **env)))
         runs = prepare(lives[0].url, n, tag)
         folder = bundle_folder(root / "bundle", captures)
-        bundles = [make_bundle(folder, tat, run, node) for run, node, _ in runs]
+        with ProcessPoolExecutor(os.cpu_count()) as builders:
+            bundles = list(builders.map(make_bundle, [folder] * n, [tat] * n,
+                                        [r for r, _, _ in runs], [nd for _, nd, _ in runs]))
         t0 = time.perf_counter()
         with ThreadPoolExecutor(uploaders) as pool:
             list(pool.map(lambda k: upload(lives[k % processes].url, runs[k][0], runs[k][2],
@@ -300,7 +309,7 @@ def uptime() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bundles", type=int, default=60)
+    ap.add_argument("--bundles", type=int, default=48)
     ap.add_argument("--uploaders", type=int, default=4)
     ap.add_argument("--captures", type=Path, help="a folder the recorder wrote")
     ap.add_argument("--timeout", type=float, default=600.0)
