@@ -185,6 +185,10 @@ class InfluxSettings(BaseModel):
     batch_size: int = Field(5000, ge=1)
     #: How often archived runs not yet in the store are retried, seconds.
     ingest_interval_s: float = Field(5.0, gt=0)
+    #: How long an ingest worker's claim on a run holds, seconds: a worker that died
+    #: holding a run is taken over after this. Longer than converting and writing the
+    #: largest bundle takes (a worker renews right before it writes).
+    ingest_lease_s: float = Field(120.0, gt=0)
 
 
 class Settings(BaseSettings):

@@ -41,6 +41,9 @@ from orchestrator.timeseries.influx import InfluxClient, TimeSeriesError
 
 log = logging.getLogger("orchestrator")
 
+#: Runs per ingest pass; the live metadata is flushed between passes.
+INGEST_BATCH = 50
+
 
 async def _reaper_loop(app: FastAPI, interval_s: float) -> None:
     while True:
@@ -55,7 +58,10 @@ async def _reaper_loop(app: FastAPI, interval_s: float) -> None:
 
 async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
     """Writes archived runs, then the heartbeats' metadata points, into the time-series
-    store; waits out store outages."""
+    store; waits out store outages. Runs in every worker process and replica: each run
+    is claimed before it is written (:mod:`orchestrator.services.ingestclaims`), so the
+    workers share the runs and none is written twice. A pass that took its whole batch
+    is followed at once by the next."""
     ctx = app.state.ctx
     ready = False
     while True:
@@ -63,7 +69,8 @@ async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
             if not ready and isinstance(ctx.timeseries, InfluxClient):
                 await run_in_threadpool(ctx.timeseries.create_database)
             ready = True
-            done = await run_in_threadpool(ingest_pending, ctx, ctx.timeseries)
+            done = await run_in_threadpool(ingest_pending, ctx, ctx.timeseries,
+                                           limit=INGEST_BATCH)
             if not done.stopped:  # the nodes' live metadata, once the store answers
                 await run_in_threadpool(ctx.live.flush, ctx.timeseries)
             if done.written_runs:
@@ -74,6 +81,10 @@ async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
             log.warning("time-series store not ready, will retry: %s", e)
         except Exception:  # keep ingesting; a bad pass must not stop the next
             log.exception("ingest pass failed")
+        else:
+            if done.written_runs == INGEST_BATCH and not done.stopped:
+                await asyncio.sleep(0)  # more are waiting: go on, letting requests in
+                continue
         await asyncio.sleep(interval_s)
 
 

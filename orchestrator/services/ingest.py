@@ -29,13 +29,13 @@ from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis.capture import CaptureFlows
 from orchestrator.errors import Invalid
 from orchestrator.scheduling.recurrence import TimeScale
-from orchestrator.services import flowtool
+from orchestrator.services import flowtool, ingestclaims
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
@@ -226,35 +226,49 @@ def _node_clock(run_meta: bytes | None, max_bytes: int) -> NodeClock:
     return node_clock(doc if isinstance(doc, dict) else None)
 
 
-def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50) -> IngestPass:
-    """Write up to ``limit`` archived runs not yet in the store."""
-    with ctx.db.session() as s:
-        run_ids = s.scalars(
-            select(Run.id)
-            .where(Run.bundle_sha256.is_not(None), Run.ingested_at.is_(None))
-            .order_by(Run.not_before)
-            .limit(limit)
-        ).all()
+def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50,
+                   owner: str | None = None) -> IngestPass:
+    """Write up to ``limit`` archived runs not yet in the store, each claimed first
+    (:mod:`orchestrator.services.ingestclaims`) so that any number of workers may run
+    this at once: ``owner`` is this worker's id (the process's own by default)."""
+    owner = owner or ingestclaims.this_worker()
+    lease_s = ctx.settings.influx.ingest_lease_s
     runs = points = 0
-    for run_id in run_ids:
-        with ctx.db.session() as s:
-            run = s.get(Run, run_id)
-            if run is None or run.bundle_sha256 is None:
+    for _ in range(limit):
+        run_id = ingestclaims.claim_next(ctx, owner, lease_s=lease_s)
+        if run_id is None:
+            break
+        try:
+            with ctx.db.reading() as s:
+                run = s.get(Run, run_id)
+                bundle = s.get(Bundle, run.bundle_sha256) if run and run.bundle_sha256 else None
+                if run is None or bundle is None:  # deleted since it was claimed
+                    continue
+                built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run))
+                written = shifted(built.points, campaign_time_offset(s, run))
+            if not ingestclaims.renew(ctx, run_id, owner, lease_s=lease_s):
+                log.warning("run %s: another worker took over its ingest while this one "
+                            "converted it (longer than the %.0f s lease, "
+                            "TESTBED_INFLUX__INGEST_LEASE_S); not written here",
+                            run_id, lease_s)
                 continue
-            bundle = s.get(Bundle, run.bundle_sha256)
-            assert bundle is not None
-            built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run))
-            written = shifted(built.points, campaign_time_offset(s, run))
-            try:
-                sink.write(written)
-            except TimeSeriesUnavailable as e:
-                return IngestPass(runs, points, stopped=str(e))
-            run.ingested_at = ctx.clock.now()
-            run.ingest_note = "; ".join(built.notes) or None
-            if built.notes:
-                log.warning("run %s ingested with notes: %s", run.id, run.ingest_note)
-            runs += 1
-            points += len(built.points)
+            sink.write(written)
+        except TimeSeriesUnavailable as e:
+            ingestclaims.release(ctx, run_id, owner)
+            return IngestPass(runs, points, stopped=str(e))
+        except BaseException:  # given back at once, not at the end of the lease
+            ingestclaims.release(ctx, run_id, owner)
+            raise
+        note = "; ".join(built.notes) or None
+        if not ingestclaims.finish(ctx, run_id, owner, note=note):
+            log.warning("run %s: written, but its ingest claim passed to another worker "
+                        "before it was marked done", run_id)
+            continue
+        if note:
+            log.warning("run %s ingested with notes: %s", run_id, note)
+        log.info("run %s: %d points written by %s", run_id, len(written), owner)
+        runs += 1
+        points += len(written)
     return IngestPass(runs, points)
 
 

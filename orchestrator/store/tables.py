@@ -207,6 +207,10 @@ class Run(Base):
     #: (no bundle yet, or the store was down). Derived data: can be reset and rebuilt.
     ingested_at: Mapped[datetime | None]
     ingest_note: Mapped[str | None] = mapped_column(Text)
+    #: Which ingest worker is writing the run, and until when its claim holds
+    #: (:mod:`orchestrator.model.lease`); NULL when no worker holds it.
+    ingest_claim: Mapped[str | None] = mapped_column(String(64))
+    ingest_lease_until: Mapped[datetime | None]
     # The quota reservation (NULL for runs booked before quotas existed). The runs table
     # is the ledger's journal: usage per SIM and period is summed from these columns.
     mcc_mnc: Mapped[str | None] = mapped_column(String(7))

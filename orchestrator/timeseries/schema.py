@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any
 
@@ -72,7 +73,10 @@ class RunContext:
     session: str = ""  # ABw-TAT-ABw session the run belongs to
 
     def tags(self, **extra: str) -> dict[str, str]:
-        return {**{k: v for k, v in asdict(self).items() if v}, **extra}
+        # every point of a run asks: read the fields, not asdict's deep copy (which
+        # took half of converting a 20 s TAT with its capture)
+        return {**{f.name: v for f in dataclass_fields(self) if (v := getattr(self, f.name))},
+                **extra}
 
 
 def to_ns(when: str | datetime | float) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +20,10 @@ from orchestrator.cli import main as cli_main
 from orchestrator.cli.client import ApiClient
 from orchestrator.settings import SchedulingSettings, Settings
 from testbed_common import wire
+from testbed_common.bundle import build_bundle
 from tests.conftest import REPO, ManualClock, require
 from tests.integration import influxd, postgres
+from tests.recorded import tat_result
 
 ADMIN = "admin-token-for-tests-0123456789"
 
@@ -147,3 +151,36 @@ def api_influx(tmp_path: Path, clock: ManualClock, store: influxd.Influxd) -> It
     with TestClient(app) as client:
         yield Api(client, clock, settings)
     app.state.ctx.db.engine.dispose()
+def _tat(start: str) -> dict[str, Any]:
+    """A real tat.json, given its own start time (each run its own)."""
+    return {**tat_result(server="172.30.1.10"), "start": start}
+
+
+def upload_tat_run(api: Api, token: str, tmp: Path, *, system: bool = False,
+                   capture: bytes | None = None) -> str:
+    """Submit a tat run and upload its bundle through the agent API: a real tat.json,
+    without modem metadata (and with a system sample or a packet capture if asked)."""
+    run = api.submit("se-01", duration_s=5)
+    api.heartbeat(token)
+    for state in ("running", "uploading"):
+        api.report(token, run["id"], state)
+    root = tmp / run["id"]
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "tat.json").write_text(
+        json.dumps(_tat(api.clock.now().isoformat())))
+    if capture is not None:
+        (root / "results" / "capture.pcap").write_bytes(capture)
+    if system:
+        (root / "meta").mkdir()
+        (root / "meta" / "system.jsonl").write_text(json.dumps(
+            {"time": api.clock.now().isoformat(), "cpu_pct": 33.0, "mem_pct": 50.0,
+             "temperature_c": 48.0, "disk_free_bytes": 123}) + "\n")
+    data = build_bundle(root, run_id=run["id"], node_id="se-01")
+    url = f"{wire.AGENT_PREFIX}/runs/{run['id']}/bundle"
+    api.client.post(url, headers=api.node(token),
+                    json={"size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    r = api.client.patch(url, content=data, headers={**api.node(token),
+                                                     wire.UPLOAD_OFFSET_HEADER: "0"})
+    assert r.json()["complete"], r.text
+    run_id: str = run["id"]
+    return run_id

@@ -7,8 +7,6 @@ while the store is down and the run's points are written once it is back.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -20,11 +18,9 @@ from orchestrator.services import flowtool
 from orchestrator.services.context import Context
 from orchestrator.services.ingest import ingest_pending, reset_ingest
 from testbed_common import wire
-from testbed_common.bundle import build_bundle
 from tests.conftest import require
 from tests.integration import influxd
-from tests.integration.conftest import Api
-from tests.recorded import tat_result
+from tests.integration.conftest import Api, upload_tat_run
 
 BINS = 31  # 100 ms receiver bins in the recorded 3 s transfer
 FIXTURES = Path(__file__).parents[1] / "unit" / "fixtures"
@@ -32,39 +28,6 @@ FIXTURES = Path(__file__).parents[1] / "unit" / "fixtures"
 pytestmark = pytest.mark.requires(influxd.available())
 
 
-def _tat(start: str) -> dict[str, Any]:
-    """A real tat.json, given its own start time (each run its own)."""
-    return {**tat_result(server="172.30.1.10"), "start": start}
-
-
-def _upload_run(api: Api, token: str, tmp: Path, *, system: bool = False,
-                capture: bytes | None = None) -> str:
-    """A tat run's bundle, without modem metadata (and with a system sample or a
-    packet capture if asked)."""
-    run = api.submit("se-01", duration_s=5)
-    api.heartbeat(token)
-    for state in ("running", "uploading"):
-        api.report(token, run["id"], state)
-    root = tmp / run["id"]
-    (root / "results").mkdir(parents=True)
-    (root / "results" / "tat.json").write_text(
-        json.dumps(_tat(api.clock.now().isoformat())))
-    if capture is not None:
-        (root / "results" / "capture.pcap").write_bytes(capture)
-    if system:
-        (root / "meta").mkdir()
-        (root / "meta" / "system.jsonl").write_text(json.dumps(
-            {"time": api.clock.now().isoformat(), "cpu_pct": 33.0, "mem_pct": 50.0,
-             "temperature_c": 48.0, "disk_free_bytes": 123}) + "\n")
-    data = build_bundle(root, run_id=run["id"], node_id="se-01")
-    url = f"{wire.AGENT_PREFIX}/runs/{run['id']}/bundle"
-    api.client.post(url, headers=api.node(token),
-                    json={"size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-    r = api.client.patch(url, content=data, headers={**api.node(token),
-                                                     wire.UPLOAD_OFFSET_HEADER: "0"})
-    assert r.json()["complete"], r.text
-    run_id: str = run["id"]
-    return run_id
 
 
 def _count(ctx: Context, run_id: str) -> int:
@@ -84,7 +47,7 @@ def test_archived_run_is_written_and_an_outage_loses_nothing(
     ctx.timeseries.create_database()  # type: ignore[attr-defined]
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
 
-    first = _upload_run(api, token, tmp_path, system=True)
+    first = upload_tat_run(api, token, tmp_path, system=True)
     done = ingest_pending(ctx, ctx.timeseries)
     assert (done.written_runs, done.stopped) == (1, None)
     assert _count(ctx, first) == BINS
@@ -101,7 +64,7 @@ def test_archived_run_is_written_and_an_outage_loses_nothing(
 
     store.stop()  # InfluxDB goes down during ingest
     api.clock.advance(60)
-    second = _upload_run(api, token, tmp_path)  # the upload itself still succeeds
+    second = upload_tat_run(api, token, tmp_path)  # the upload itself still succeeds
     assert api.client.get(f"/api/v1/runs/{second}", headers=api.admin).json()["state"] == "done"
     down = ingest_pending(ctx, ctx.timeseries)
     assert down.written_runs == 0 and down.stopped is not None
@@ -185,7 +148,7 @@ def test_clean_rebuild_replaces_an_older_conversion_and_keeps_live_series(
     assert isinstance(ctx.timeseries, InfluxClient)
     ctx.timeseries.create_database()
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
-    run_id = _upload_run(api, token, tmp_path)
+    run_id = upload_tat_run(api, token, tmp_path)
     assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
     hour_ns = 3600 * 10**9
     first = ctx.timeseries.query(f"SELECT first(bps) FROM tat WHERE run = '{run_id}'")
@@ -240,7 +203,7 @@ def test_a_bundles_capture_is_analysed_by_the_compiled_tool(
 
     monkeypatch.setattr(flowtool, "analyse_file", spy)
     capture = (FIXTURES / "tcp-6mbit-tx.pcap").read_bytes()[:-50]
-    run_id = _upload_run(api, token, tmp_path, capture=capture)
+    run_id = upload_tat_run(api, token, tmp_path, capture=capture)
     assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
     if compiled:
         assert len(calls) == 1 and not calls[0].exists()  # spooled, and cleaned up after
@@ -273,7 +236,7 @@ def test_a_tool_failing_on_a_capture_costs_that_capture_only(
     assert ctx.timeseries is not None
     ctx.timeseries.create_database()  # type: ignore[attr-defined]
     token = api.add_node("se-01", [("op0", "240-01", "Telia")])
-    run_id = _upload_run(api, token, tmp_path,
+    run_id = upload_tat_run(api, token, tmp_path,
                          capture=(FIXTURES / "tcp-6mbit-rx.pcap").read_bytes())
     assert ingest_pending(ctx, ctx.timeseries).written_runs == 1
     assert _count(ctx, run_id) == BINS
