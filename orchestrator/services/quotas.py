@@ -11,7 +11,8 @@ and no second copy of the rule.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import case, func, select
@@ -60,8 +61,21 @@ def sim_key(node_id: str, interface: str, mcc_mnc: str) -> SimKey:
     return SimKey(NodeId(node_id), interface, mcc_mnc)
 
 
+#: Up to this many nodes, their quota rows are looked up by node (a heartbeat reads its
+#: node's three, not the fleet's 30,000); more, and the whole table is read once.
+_BY_NODE_UP_TO = 100
+
+
+def _quota_rows(s: Session, nodes: Sequence[Node]) -> dict[tuple[str, str], SimQuota]:
+    query = select(SimQuota)
+    if len(nodes) <= _BY_NODE_UP_TO:
+        query = query.where(SimQuota.node_id.in_([n.id for n in nodes]))
+    return {(q.node_id, q.interface): q for q in s.scalars(query).all()}
+
+
 def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKey, Quota]:
-    rows = {(q.node_id, q.interface): q for q in s.scalars(select(SimQuota)).all()}
+    nodes = list(nodes)
+    rows = _quota_rows(s, nodes)
     default = settings.scheduling.default_sim_cap_bytes
     out: dict[SimKey, Quota] = {}
     for node in nodes:
@@ -283,7 +297,12 @@ def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],
     state = state or ledger_state(s, ctx.settings, nodes)
     ledger = QuotaLedger(state)
     now = ctx.clock.now()
-    rows = {(q.node_id, q.interface): q for q in s.scalars(select(SimQuota)).all()}
+    rows = _quota_rows(s, nodes)
+    # Quotas set before the agent reported the interface, by node: one pass over the
+    # rows, not one per node (10,000 nodes x 30,000 rows was a minute per fleet page).
+    unreported: dict[str, list[tuple[str, SimQuota]]] = defaultdict(list)
+    for (node_id, name), row in sorted(rows.items()):
+        unreported[node_id].append((name, row))
     out = []
     for node in nodes:
         seen = set()
@@ -306,8 +325,8 @@ def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],
                 period_start=st.period.start if st.period else None,
                 period_end=st.period.end if st.period else None,
             ))
-        for (node_id, name), row in sorted(rows.items()):
-            if node_id == node.id and name not in seen:  # set before the agent reported it
+        for name, row in unreported.get(node.id, ()):
+            if name not in seen:  # set before the agent reported it
                 out.append(SimQuotaPublic(
                     node=node.id, interface=name, mcc_mnc=None, operator=None,
                     source="configured", limit=row.cap_bytes,
