@@ -41,13 +41,13 @@ def serve(workers: int) -> None:
     if workers > 1 and settings.database_url.startswith("sqlite"):
         raise click.UsageError("several workers need PostgreSQL: set TESTBED_DATABASE_URL to "
                                "a postgresql+psycopg:// URL, or serve with one worker")
-    common = {"host": settings.host, "port": settings.port, "log_level": "info",
-              "access_log": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), **common)
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                    log_level="info", access_log=False)
     else:  # each worker builds its own app: the factory, by import string
-        uvicorn.run("orchestrator.api.app:from_environment", factory=True,
-                    workers=workers, **common)
+        uvicorn.run("orchestrator.api.app:from_environment", factory=True, workers=workers,
+                    host=settings.host, port=settings.port, log_level="info",
+                    access_log=False)
 
 
 @cli.group()

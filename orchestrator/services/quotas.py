@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.errors import Conflict, NotFound
@@ -205,21 +205,29 @@ def sim_left_for_node(s: Session, settings: Settings, node: Node, now: datetime
     this while offline (``node_agent.sim_account``). Only this node's rows are read: it
     is answered on every heartbeat."""
     quotas = _quotas(s, settings, [node])
+    periods = {iface.name: quota.period_at(now).start for iface in node.interfaces
+               if (quota := quotas.get(sim_key(node.id, iface.name, iface.mcc_mnc)))}
+    if not periods:
+        return {}
+    # One query for all the node's SIMs (it was two per SIM, on every heartbeat).
+    sums = {(iface, mcc_mnc, period): (int(charged or 0), int(waiting or 0))
+            for iface, mcc_mnc, period, charged, waiting in s.execute(
+        select(Run.interface, Run.mcc_mnc, Run.reservation_period,
+               func.sum(case((Run.settled_at.is_not(None), Run.charged_bytes), else_=0)),
+               func.sum(case((and_(Run.settled_at.is_(None),
+                                   Run.state == RunState.SCHEDULED), Run.reserved_bytes),
+                             else_=0)))
+        .where(Run.node_id == node.id, Run.interface.in_(list(periods)),
+               Run.reservation_period.in_(set(periods.values())))
+        .group_by(Run.interface, Run.mcc_mnc, Run.reservation_period))}
     out: dict[str, int] = {}
     for iface in node.interfaces:
         key = sim_key(node.id, iface.name, iface.mcc_mnc)
         quota = quotas.get(key)
         if quota is None:
             continue
-        period = quota.period_at(now).start
-        mine = (Run.node_id == node.id, Run.interface == iface.name,
-                Run.mcc_mnc == iface.mcc_mnc, Run.reservation_period == period)
-        charged = s.scalar(select(func.coalesce(func.sum(Run.charged_bytes), 0))
-                           .where(*mine, Run.settled_at.is_not(None)))
-        waiting = s.scalar(select(func.coalesce(func.sum(Run.reserved_bytes), 0))
-                           .where(*mine, Run.settled_at.is_(None),
-                                  Run.state == RunState.SCHEDULED))
-        out[iface.name] = max(0, quota.usable_bytes - int(charged or 0) - int(waiting or 0))
+        charged, waiting = sums.get((iface.name, iface.mcc_mnc, periods[iface.name]), (0, 0))
+        out[iface.name] = max(0, quota.usable_bytes - charged - waiting)
     return out
 
 
