@@ -13,17 +13,17 @@ path and the decision aggregation are exercised, not only the happy path.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from children import per_size  # noqa: E402
+
 ZONES = ["Europe/Stockholm", "Europe/Oslo", "Europe/Madrid", "America/New_York",
          "Australia/Lord_Howe", "Asia/Kolkata"]
 OPERATORS = [("240-01", "Telia"), ("240-02", "Tre"), ("240-07", "Tele2")]
@@ -75,18 +75,10 @@ def one(n_nodes: int) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", type=int, action="append")
-    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(json.dumps(one(args.child)))
+    measured = per_size(__doc__ or "", __file__, one)
+    if measured is None:
         return
-    rows = []
-    for n in args.nodes or [1000, 3000, 10000]:
-        out = subprocess.run([sys.executable, __file__, "--child", str(n)], check=True,
-                             capture_output=True, text=True).stdout
-        rows.append(json.loads(out))
+    rows, _ = measured
     load = os.getloadavg()
     print(f"# planner bench, {os.cpu_count()} cores, load average {load[0]:.2f} "
           f"{load[1]:.2f} {load[2]:.2f} at the end")

@@ -160,6 +160,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     return app
 
 
+def from_environment() -> FastAPI:
+    """The app from ``TESTBED_*`` variables: what each of several uvicorn worker
+    processes builds for itself (``testbed serve --workers N``). Every worker runs the
+    background loops, as separate replicas would."""
+    return create_app(Settings())
+
+
 def _meta_routes(app: FastAPI, settings: Settings) -> None:
     ctx = app.state.ctx
     registries = {}

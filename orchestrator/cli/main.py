@@ -28,7 +28,11 @@ def cli(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-def serve() -> None:
+@click.option("--workers", type=click.IntRange(min=1), default=1, envvar="TESTBED_WORKERS",
+              show_default=True,
+              help="uvicorn worker processes (TESTBED_WORKERS); more than one needs "
+                   "PostgreSQL, since they share the database")
+def serve(workers: int) -> None:
     """Run the orchestrator (settings from TESTBED_* variables)."""
     import uvicorn
 
@@ -36,13 +40,16 @@ def serve() -> None:
     from orchestrator.settings import Settings
 
     settings = Settings()
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        access_log=False,
-    )
+    if workers > 1 and settings.database_url.startswith("sqlite"):
+        raise click.UsageError("several workers need PostgreSQL: set TESTBED_DATABASE_URL to "
+                               "a postgresql+psycopg:// URL, or serve with one worker")
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                    log_level="info", access_log=False)
+    else:  # each worker builds its own app: the factory, by import string
+        uvicorn.run("orchestrator.api.app:from_environment", factory=True, workers=workers,
+                    host=settings.host, port=settings.port, log_level="info",
+                    access_log=False)
 
 
 @cli.group()

@@ -1,0 +1,450 @@
+"""Fleet load: N simulated nodes with 3 SIMs each heartbeating once a minute, with 20
+dashboard readers and 100 bundle uploads a minute at the same time, against the real
+orchestrator (uvicorn, several workers) on a real PostgreSQL.
+
+Per size, in a fresh child process: a throwaway PostgreSQL (Debian's binaries, as the
+integration tests start it), migrated, then seeded in SQL: N nodes, their 3 SIMs each
+with a configured cap, 30 days of finished runs (one a day per node, rotating its
+SIMs, settled: the ledger's journal), the next 25 h of hourly runs per node (those of
+the hand-out horizon already handed out, the last one not yet), and runs waiting for
+their bundles. Then ``testbed serve --workers W`` and, in two generator processes (so
+the generator is not the bottleneck on its own core):
+
+- heartbeats, open loop, in real time (no compression): node i beats at i/N of each
+  minute, whatever the answers do; each reports its 3 interfaces and the 24 runs it
+  holds, as an agent does. Latency is from send to answer; the generator's lateness
+  against the schedule is reported too (if it lags, the figures are the generator's);
+- 20 dashboard readers: each loads a page (the fleet page and the campaigns page in
+  turn, the state database's pages), then waits 10 s;
+- 100 bundle uploads a minute, open loop: a ~1 MB bundle (the size of a 10 s TAT
+  run's) declared, then sent in 1 MiB chunks as the agent does; archived on arrival;
+- the baseline, same run: ``GET /healthz`` (no database) 5 times a second.
+
+Background loops: each worker runs its own (as replicas do today): the reaper every
+5 s, the planner every 60 s (no planner-managed campaign: it finds nothing to plan),
+no ingest (no time-series store, so the store's pages are not in the mix).
+
+    .venv/bin/python bench/load.py                 # 1k, 3k, 10k nodes, 90 s each
+    .venv/bin/python bench/load.py --nodes 1000 --seconds 30 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+from children import per_size  # noqa: E402
+
+ADMIN = "bench-admin-token-0123456789abcdef"
+OPERATORS = [("240-01", "Telia"), ("240-02", "Tre"), ("240-07", "Tele2")]
+HELD = 24  # runs each node holds (the hand-out horizon's hourly runs)
+UPLOADS_PER_MIN = 100
+READERS = 20
+READER_PAUSE_S = 10.0
+HEALTHZ_PER_S = 5.0
+BUNDLE_PAYLOAD = 1_000_000
+CHUNK = 1024 * 1024
+PAGES = ("/pages/fleet", "/pages/campaigns")
+
+
+def node_id(i: int) -> str:
+    return f"n{i:05d}"
+
+
+def node_token(i: int) -> str:
+    return f"bench-node-token-{i:05d}"
+
+
+def held_id(i: int, j: int) -> str:
+    return f"b{i:05d}f{j:02d}"
+
+
+# --- the database ----------------------------------------------------------------------
+
+SEED = """
+INSERT INTO users (id, name, is_admin, created_at) VALUES (1, 'admin', true, %(now)s);
+INSERT INTO projects (id, name, created_at) VALUES (1, 'bench', %(now)s);
+INSERT INTO campaigns (id, name, project_id, created_by, spec, created_at)
+  VALUES ('c-bench', 'bench', 1, 1, '{}', %(now)s - interval '30 days');
+INSERT INTO nodes (id, token_hash, country, timezone, model, architecture, mobility, tags,
+                   maintenance, agent_version, created_at, registered_at,
+                   last_heartbeat_at, clock_offset_s, disk_free_bytes, spooled_bundles)
+SELECT 'n' || lpad(i::text, 5, '0'),
+       encode(sha256(('bench-node-token-' || lpad(i::text, 5, '0'))::bytea), 'hex'),
+       'SE', 'UTC', 'apu2', 'x86_64', 'stationary', '[]', false, 'bench',
+       %(now)s, %(now)s, %(now)s, 0.001, 10000000000, 0
+FROM generate_series(0, %(n)s - 1) AS i;
+INSERT INTO interfaces (node_id, name, mcc_mnc, operator_name, up, rx_bytes, tx_bytes,
+                        updated_at)
+SELECT 'n' || lpad(i::text, 5, '0'), 'op' || k, (ARRAY['240-01','240-02','240-07'])[k + 1],
+       (ARRAY['Telia','Tre','Tele2'])[k + 1], true, 0, 0, %(now)s
+FROM generate_series(0, %(n)s - 1) AS i, generate_series(0, 2) AS k;
+INSERT INTO sim_quotas (node_id, interface, cap_bytes, reset_day, margin, updated_at)
+SELECT 'n' || lpad(i::text, 5, '0'), 'op' || k, 20000000000, 1, 0.05, %(now)s
+FROM generate_series(0, %(n)s - 1) AS i, generate_series(0, 2) AS k;
+"""
+
+#: One run row's columns from ``i`` (node), ``k`` (interface), ``t`` (not_before),
+#: ``st`` (state), ``rid`` (id); shared by the three kinds of run seeded.
+RUN_COLUMNS = """(id, campaign_id, project_id, created_by, node_id, interface, experiment,
+  experiment_version, image, parameters, not_before, deadline, forecast_bytes, state,
+  state_reason, state_at, created_at, mcc_mnc, reserved_bytes, reservation_period,
+  measured_bytes, charged_bytes, overrun_bytes, settled_at, session_occurrence,
+  session_interfaces, step, repetition)"""
+RUN_VALUES = """rid, 'c-bench', 1, 1, 'n' || lpad(i::text, 5, '0'), 'op' || k, 'tat', 1,
+  'testbed/tat:dev', '{{}}', t, t + interval '25 seconds', 25000000, st, 'seeded by the bench',
+  t, t - interval '1 day', (ARRAY['240-01','240-02','240-07'])[k + 1], 25000000,
+  date_trunc('month', t), {measured}, {charged}, {over}, {settled}, t, 'op' || k, 0, 0"""
+
+RUNS = f"""
+INSERT INTO runs {RUN_COLUMNS}
+SELECT {RUN_VALUES.format(measured="24000000", charged="24000000", over="0",
+                          settled="t + interval '1 minute'")}
+FROM (SELECT i, j, j %% 3 AS k, 'done' AS st,
+             'b' || lpad(i::text, 5, '0') || 'h' || lpad(j::text, 3, '0') AS rid,
+             %(now)s - interval '30 days' + j * interval '1 day'
+                 + (i %% 360) * interval '1 minute' AS t
+      FROM generate_series(0, %(n)s - 1) AS i, generate_series(0, 29) AS j) AS h;
+INSERT INTO runs {RUN_COLUMNS}
+SELECT {RUN_VALUES.format(measured="NULL", charged="NULL", over="NULL", settled="NULL")}
+FROM (SELECT i, j, j %% 3 AS k,
+             CASE WHEN j < {HELD} THEN 'assigned' ELSE 'scheduled' END AS st,
+             'b' || lpad(i::text, 5, '0') || 'f' || lpad(j::text, 2, '0') AS rid,
+             %(now)s + interval '2 minutes' + j * interval '1 hour'
+                 + (i %% 60) * interval '1 minute' AS t
+      FROM generate_series(0, %(n)s - 1) AS i, generate_series(0, {HELD}) AS j) AS f;
+INSERT INTO runs {RUN_COLUMNS}
+SELECT {RUN_VALUES.format(measured="NULL", charged="NULL", over="NULL", settled="NULL")}
+FROM (SELECT i, 0 AS k, 'uploading' AS st, 'b' || lpad(i::text, 5, '0') || 'u' AS rid,
+             %(now)s - interval '5 minutes' AS t
+      FROM generate_series(0, %(uploads)s - 1) AS i) AS u;
+ANALYZE;
+"""
+
+
+def seed(url: str, n: int, uploads: int) -> float:
+    import psycopg
+
+    t0 = time.monotonic()
+    params = {"now": datetime.now(UTC), "n": n, "uploads": uploads}
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"),
+                         autocommit=True) as conn:
+        for sql in (SEED, RUNS):
+            with conn.cursor() as cur:
+                for statement in sql.split(";\n"):
+                    if statement.strip():
+                        cur.execute(statement, params)
+        conn.execute("SELECT setval(pg_get_serial_sequence('users', 'id'), 1)")
+        conn.execute("SELECT setval(pg_get_serial_sequence('projects', 'id'), 1)")
+    return time.monotonic() - t0
+
+
+# --- the load ----------------------------------------------------------------------------
+
+
+async def request(c: httpx.AsyncClient, method: str, url: str, **kw: Any) -> httpx.Response:
+    """One request; sent again once if the server had just closed the idle keep-alive
+    connection it went out on (uvicorn closes them after 5 s, as an agent finds too)."""
+    try:
+        return await c.request(method, url, **kw)
+    except httpx.RemoteProtocolError:
+        return await c.request(method, url, **kw)
+
+
+def heartbeat_body(i: int) -> dict[str, Any]:
+    return {
+        "sent_at": datetime.now(UTC).isoformat(), "disk_free_bytes": 10**10,
+        "clock_offset_s": 0.001,
+        "interfaces": [{"name": f"op{k}", "operator": {"mcc_mnc": mcc, "name": name},
+                        "rx_bytes": 123456 * (k + 1), "tx_bytes": 654321}
+                       for k, (mcc, name) in enumerate(OPERATORS)],
+        "pending_run_ids": [held_id(i, j) for j in range(HELD)],
+    }
+
+
+def _pct(lat: list[float], q: float) -> float:
+    if not lat:
+        return float("nan")
+    s = sorted(lat)
+    return 1e3 * s[min(len(s) - 1, int(len(s) * q))]
+
+
+async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[str, Any]:
+    lat: list[float] = []
+    late: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as c:
+        async def beat(i: int, due: float) -> None:
+            nonlocal errors
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            body = heartbeat_body(i)
+            t0 = time.monotonic()
+            late.append(t0 - due)
+            try:
+                r = await request(c, "POST", "/api/v1/agent/heartbeat", json=body,
+                                 headers={"Authorization": f"Bearer {node_token(i)}"})
+                ok = r.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            lat.append(time.monotonic() - t0)
+            errors += not ok
+
+        tasks = []
+        beats = int(n * seconds / 60)
+        for b in range(beats):
+            tasks.append(asyncio.create_task(beat(b % n, start + 60.0 * b / n)))
+            if len(tasks) % 500 == 0:
+                await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+    return {"lat": lat, "late": late, "errors": errors, "n": len(lat)}
+
+
+async def _readers(c: httpx.AsyncClient, end: float) -> tuple[list[float], int]:
+    lat: list[float] = []
+    errors = 0
+
+    async def reader(r: int) -> None:
+        nonlocal errors
+        await asyncio.sleep(READER_PAUSE_S * r / READERS)  # spread, as people arrive
+        k = r
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            try:
+                resp = await request(c, "GET", PAGES[k % len(PAGES)],
+                                   headers={"Authorization": f"Bearer {ADMIN}"})
+                ok = resp.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            lat.append(time.monotonic() - t0)
+            errors += not ok
+            k += 1
+            await asyncio.sleep(READER_PAUSE_S)
+
+    await asyncio.gather(*(reader(r) for r in range(READERS)))
+    return lat, errors
+
+
+def bundles(tmp: Path, count: int) -> list[bytes]:
+    from testbed_common.bundle import build_bundle
+
+    out = []
+    for i in range(count):
+        root = tmp / f"bundle-{i}"
+        (root / "results").mkdir(parents=True)
+        (root / "results" / "tat.json").write_text(json.dumps({"format": "testbed.tat"}))
+        (root / "results" / "capture.bin").write_bytes(os.urandom(BUNDLE_PAYLOAD))
+        out.append(build_bundle(root, run_id=f"b{i:05d}u", node_id=node_id(i)))
+    return out
+
+
+async def _uploads(c: httpx.AsyncClient, data: list[bytes], start: float
+                   ) -> tuple[list[float], int, int]:
+    lat: list[float] = []
+    errors = 0
+    sent = 0
+
+    async def upload(i: int) -> None:
+        nonlocal errors, sent
+        await asyncio.sleep(max(0.0, start + 60.0 * i / UPLOADS_PER_MIN - time.monotonic()))
+        url = f"/api/v1/agent/runs/b{i:05d}u/bundle"
+        auth = {"Authorization": f"Bearer {node_token(i)}"}
+        blob = data[i]
+        t0 = time.monotonic()
+        try:
+            complete = await _send(c, url, auth, blob)
+        except httpx.HTTPError:
+            complete = False
+        lat.append(time.monotonic() - t0)
+        errors += not complete
+        sent += len(blob) if complete else 0
+
+    await asyncio.gather(*(upload(i) for i in range(len(data))))
+    return lat, errors, sent
+
+
+async def _send(c: httpx.AsyncClient, url: str, auth: dict[str, str], blob: bytes) -> bool:
+    """Declare the bundle, then send it in chunks from the offset the server holds."""
+    r = await request(c, "POST", url, headers=auth, json={
+        "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()})
+    offset = r.json().get("offset", 0) if r.status_code == 200 else len(blob)
+    while offset < len(blob) and r.status_code == 200:
+        r = await request(c, "PATCH", url, content=blob[offset:offset + CHUNK], headers={
+            **auth, "Upload-Offset": str(offset),
+            "Content-Type": "application/offset+octet-stream"})
+        offset = r.json().get("offset", len(blob)) if r.status_code == 200 else offset
+    return r.status_code == 200 and r.json().get("complete") is True
+
+
+async def _healthz(c: httpx.AsyncClient, start: float, end: float) -> list[float]:
+    lat: list[float] = []
+
+    async def probe(due: float) -> None:
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+        t0 = time.monotonic()
+        with contextlib.suppress(httpx.HTTPError):  # counted by the time it waited
+            await request(c, "GET", "/healthz")
+        lat.append(time.monotonic() - t0)
+
+    count = int((end - start) * HEALTHZ_PER_S)
+    await asyncio.gather(*(probe(start + k / HEALTHZ_PER_S) for k in range(count)))
+    return lat
+
+
+async def _others(base: str, seconds: float, start: float, tmp: Path) -> dict[str, Any]:
+    data = bundles(tmp, int(UPLOADS_PER_MIN * seconds / 60))
+    end = start + seconds
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c:
+        (pages, page_errors), (up, up_errors, up_bytes), health = await asyncio.gather(
+            _readers(c, end), _uploads(c, data, start), _healthz(c, start, end))
+    return {"pages": pages, "page_errors": page_errors, "uploads": up,
+            "upload_errors": up_errors, "upload_bytes": up_bytes, "healthz": health}
+
+
+def _generator(role: str, base: str, n: int, seconds: float, start: float, tmp: str,
+               out: Any) -> None:
+    if role == "heartbeats":
+        out.put((role, asyncio.run(_heartbeats(base, n, seconds, start))))
+    else:
+        out.put((role, asyncio.run(_others(base, seconds, start, Path(tmp)))))
+
+
+# --- one size ----------------------------------------------------------------------------
+
+
+def _serve(url: str, tmp: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    from tests.integration.live import free_port
+
+    port = free_port()
+    env = {**os.environ,
+           "TESTBED_ENVIRONMENT": "development", "TESTBED_ADMIN_TOKEN": ADMIN,
+           "TESTBED_DATABASE_URL": url, "TESTBED_ARCHIVE_DIR": str(tmp / "archive"),
+           "TESTBED_UPLOAD_DIR": str(tmp / "uploads"),
+           "TESTBED_EXPERIMENTS_DIR": str(REPO / "experiments"),
+           "TESTBED_HOST": "127.0.0.1", "TESTBED_PORT": str(port),
+           "TESTBED_WORKERS": str(workers)}
+    log = (tmp / "orchestrator.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.main", "serve"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError((tmp / "orchestrator.log").read_text())
+        time.sleep(0.2)
+    time.sleep(2.0)  # every worker up, not only the first
+    return proc, base
+
+
+def one(n: int) -> dict[str, Any]:
+    from orchestrator.store.migrate import upgrade
+    from tests.integration import postgres
+
+    ap = argparse.ArgumentParser()
+    _arguments(ap)
+    args, _ = ap.parse_known_args()
+    uploads = int(UPLOADS_PER_MIN * args.seconds / 60)
+    with tempfile.TemporaryDirectory() as tmp_s, postgres.server() as template:
+        tmp = Path(tmp_s)
+        url = postgres.create_database(template, "bench")
+        upgrade(url)
+        seeded = seed(url, n, uploads)
+        proc, base = _serve(url, tmp, args.workers)
+        try:
+            load_before = os.getloadavg()[0]
+            start = time.monotonic() + 5.0
+            out: Any = mp.get_context("fork").Queue()
+            gens = [mp.get_context("fork").Process(
+                target=_generator, args=(role, base, n, args.seconds, start, tmp_s, out))
+                for role in ("heartbeats", "others")]
+            for g in gens:
+                g.start()
+            got = dict(out.get(timeout=args.seconds + 600) for _ in gens)
+            for g in gens:
+                g.join()
+            load_after = os.getloadavg()[0]
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+            errors = [line for line in (tmp / "orchestrator.log").read_text().splitlines()
+                      if "Error" in line or "Traceback" in line]
+            sys.stderr.write(f"orchestrator log: {len(errors)} error lines\n"
+                             + "\n".join(errors[:20]) + "\n")
+    hb, other = got["heartbeats"], got["others"]
+    seconds = args.seconds
+    hz = other["healthz"]
+    return {
+        "nodes": n, "workers": args.workers, "seconds": seconds, "seed_s": seeded,
+        "hb_per_s": hb["n"] / seconds, "hb_p50": _pct(hb["lat"], 0.5),
+        "hb_p99": _pct(hb["lat"], 0.99), "hb_max": _pct(hb["lat"], 1.0),
+        "hb_errors": hb["errors"], "late_p99": _pct(hb["late"], 0.99),
+        "healthz_p50": _pct(hz, 0.5), "healthz_p99": _pct(hz, 0.99),
+        "pages": len(other["pages"]), "pages_p50": _pct(other["pages"], 0.5),
+        "pages_p99": _pct(other["pages"], 0.99), "page_errors": other["page_errors"],
+        "uploads_per_s": (len(other["uploads"]) - other["upload_errors"]) / seconds,
+        "upload_mb_per_s": other["upload_bytes"] / seconds / 1e6,
+        "upload_p99": _pct(other["uploads"], 0.99), "upload_errors": other["upload_errors"],
+        "load_before": load_before, "load_after": load_after,
+    }
+
+
+def _arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--seconds", type=float, default=90.0, help="measured time per size")
+    ap.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+
+
+def main() -> None:
+    measured = per_size(__doc__ or "", __file__, one, add_arguments=_arguments)
+    if measured is None:
+        return
+    rows, args = measured
+    print(f"# load bench, {os.cpu_count()} cores, {args.workers} uvicorn workers, "
+          f"{args.seconds:.0f} s per size; `uptime` at the end: "
+          + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print("| nodes | heartbeats/s | heartbeat p50 ms | heartbeat p99 ms | /healthz p50 ms | "
+          "/healthz p99 ms | p99 ratio heartbeat / healthz | pages p99 ms (n) | uploads/s "
+          "(MB/s) | upload p99 ms | generator late p99 ms | errors hb/pages/uploads | "
+          "load 1-min before, after |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: "
+          "| ---: |")
+    for r in rows:
+        print(f"| {r['nodes']} | {r['hb_per_s']:.1f} | {r['hb_p50']:.1f} | {r['hb_p99']:.1f} "
+              f"| {r['healthz_p50']:.1f} | {r['healthz_p99']:.1f} | "
+              f"{r['hb_p99'] / r['healthz_p99']:.2f} | {r['pages_p99']:.0f} ({r['pages']}) | "
+              f"{r['uploads_per_s']:.2f} ({r['upload_mb_per_s']:.2f}) | "
+              f"{r['upload_p99']:.0f} | {r['late_p99']:.1f} | "
+              f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | "
+              f"{r['load_before']:.2f}, {r['load_after']:.2f} |")
+    first, last = rows[0], rows[-1]
+    print(f"\nheartbeat p99 at {last['nodes']} / at {first['nodes']} nodes: "
+          f"{last['hb_p99'] / first['hb_p99']:.2f}; p50: "
+          f"{last['hb_p50'] / first['hb_p50']:.2f}")
+    print("raw figures: " + json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
