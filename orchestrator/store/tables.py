@@ -279,3 +279,13 @@ class Bundle(Base):
     path: Mapped[str] = mapped_column(Text)
     files: Mapped[int] = mapped_column(Integer)
     stored_at: Mapped[datetime]
+
+
+class Lease(Base):
+    """A lease on a job only one replica may run (``services.leader``): held by
+    ``holder`` until ``expires_at`` by the database's clock, renewed while it runs."""
+
+    __tablename__ = "leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime]
