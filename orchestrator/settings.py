@@ -54,6 +54,10 @@ class HealthSettings(BaseModel):
     offline_after_beats: float = Field(10.0, gt=0)
     #: How often the reaper looks for offline nodes and overdue runs, seconds.
     reap_interval_s: float = Field(5.0, gt=0)
+    #: The lease on the reaper and the planner's periodic pass, seconds, when replicas
+    #: share a PostgreSQL database (``model.lease``): renewed every third of it; when
+    #: its holder dies another replica leads within 4/3 of it.
+    leader_lease_s: float = Field(15.0, gt=0)
     #: Grace after a run's deadline for its node to report an end, seconds.
     deadline_grace_s: float = Field(60.0, ge=0)
     #: How long a finished run may wait for its bundle, seconds. Nodes keep bundles in

@@ -8,7 +8,8 @@
 #                                           # or an experiment's folder name)
 #
 # Images: testbed/orchestrator:$TAG, testbed/node:$TAG, testbed/server:$TAG,
-# testbed/influxdb:$TAG, testbed/prometheus:$TAG, testbed/alertmanager:$TAG, and every
+# testbed/influxdb:$TAG, testbed/postgres:$TAG, testbed/front:$TAG (nginx before the
+# orchestrator replicas), testbed/prometheus:$TAG, testbed/alertmanager:$TAG, and every
 # experiment image named by `image:` in experiments/*/experiment.yaml. All start
 # FROM debian:bookworm-slim (made locally by build-base-image.sh when no registry is
 # reachable) and share their first layers: the same first RUN lines in the same order,
@@ -54,9 +55,9 @@ if [ "$#" -gt 0 ]; then
     want_all=0
     for name in "$@"; do
         case "$name" in
-            orchestrator|node|server|influxdb|prometheus|alertmanager) ;;
+            orchestrator|node|server|influxdb|postgres|front|prometheus|alertmanager) ;;
             *) [ -f "experiments/$name/experiment.yaml" ] \
-                   || die "unknown image '$name' (orchestrator, node, server, influxdb, prometheus, alertmanager, or one of: $(cd experiments && ls -d */ | tr -d / | tr '\n' ' '))" ;;
+                   || die "unknown image '$name' (orchestrator, node, server, influxdb, postgres, front, prometheus, alertmanager, or one of: $(cd experiments && ls -d */ | tr -d / | tr '\n' ' '))" ;;
         esac
         want[$name]=1
     done
@@ -234,6 +235,8 @@ for dir in experiments/*/; do
     builds+=("$image|$dir/Dockerfile|.")
 done
 wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
+wanted postgres && builds+=("testbed/postgres:$TAG|deploy/postgres/Dockerfile|deploy/postgres")
+wanted front && builds+=("testbed/front:$TAG|deploy/front/Dockerfile|deploy/front")
 wanted prometheus && builds+=("testbed/prometheus:$TAG|deploy/prometheus/Dockerfile|deploy/prometheus")
 wanted alertmanager && builds+=("testbed/alertmanager:$TAG|deploy/alertmanager/Dockerfile|deploy/alertmanager")
 wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")

@@ -1,6 +1,8 @@
 """The app factory. Nothing happens at import time: ``create_app(settings)`` migrates the
 database, loads the catalogue and starts the reaper, the planner and the ingest loops
-when the app starts serving."""
+when the app starts serving. Replicas and workers sharing a PostgreSQL database all run
+the loops, but only the holder of the loops' lease (``services.leader``) reaps and
+makes the planner's periodic pass."""
 
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ from orchestrator.bootstrap import build_context
 from orchestrator.errors import Unauthorized
 from orchestrator.metrics.collector import StateCollector
 from orchestrator.model.clock import Clock
+from orchestrator.model.lease import planning_due, renew_every_s
 from orchestrator.pages import routes as pages_routes
 from orchestrator.services.auth import may_scrape
 from orchestrator.services.ingest import ingest_pending
+from orchestrator.services.leader import Leadership
 from orchestrator.services.planning import availability, replan
 from orchestrator.services.quotas import quota_points
 from orchestrator.services.reaper import reap
@@ -45,12 +49,27 @@ log = logging.getLogger("orchestrator")
 INGEST_BATCH = 50
 
 
-async def _reaper_loop(app: FastAPI, interval_s: float) -> None:
+async def _lease_loop(lead: Leadership) -> None:
+    """Takes or renews the loops' lease every third of it, in every process."""
+    try:
+        while True:
+            try:
+                await run_in_threadpool(lead.renew)
+            except Exception:  # the database away: not leading once the lease runs out
+                log.exception("lease %r not renewed", lead.name)
+            await asyncio.sleep(renew_every_s(lead.lease_s))
+    finally:  # shutdown: the next replica need not wait for the lease to expire
+        with contextlib.suppress(Exception):
+            await run_in_threadpool(lead.release)
+
+
+async def _reaper_loop(app: FastAPI, lead: Leadership, interval_s: float) -> None:
     while True:
         try:
-            ended = await run_in_threadpool(reap, app.state.ctx)
-            if ended:
-                log.info("reaper ended %d run(s)", ended)
+            if lead.leading:
+                ended = await run_in_threadpool(reap, app.state.ctx)
+                if ended:
+                    log.info("reaper ended %d run(s)", ended)
         except Exception:  # keep reaping; a bad pass must not stop the next
             log.exception("reaper pass failed")
         await asyncio.sleep(interval_s)
@@ -88,16 +107,26 @@ async def _ingest_loop(app: FastAPI, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
 
 
-async def _planner_loop(app: FastAPI, interval_s: float, tick_s: float) -> None:
-    """Re-plans every ``interval_s``, and at the next tick after a run failed, a quota
-    changed (``ctx.replan_wanted``) or a node went offline or came back."""
+async def _planner_loop(app: FastAPI, lead: Leadership, interval_s: float,
+                        tick_s: float) -> None:
+    """The leader re-plans every ``interval_s``, and at the next tick after a node went
+    offline or came back; any process re-plans at its next tick after a run failed or
+    a quota changed there (``ctx.replan_wanted``): passes are one at a time across
+    replicas (``Context.planning``), so a follower's pass is as safe as a request's."""
     ctx = app.state.ctx
     last_seen: frozenset[tuple[str, str]] | None = None
     elapsed = interval_s  # plan at start: the calendar may have moved while down
     while True:
         try:
-            seen = await run_in_threadpool(availability, ctx)
-            if elapsed >= interval_s or ctx.replan_wanted.is_set() or seen != last_seen:
+            leading = lead.leading
+            seen: frozenset[tuple[str, str]] | None
+            if leading:
+                seen = await run_in_threadpool(availability, ctx)
+            else:  # when it comes to lead, it plans at once
+                seen = last_seen = None
+                elapsed = interval_s
+            if planning_due(leading=leading, elapsed_s=elapsed, interval_s=interval_s,
+                            moved=seen != last_seen, wanted=ctx.replan_wanted.is_set()):
                 done = await run_in_threadpool(replan, ctx)
                 last_seen, elapsed = seen, 0.0
                 if ctx.timeseries is not None:
@@ -120,10 +149,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tasks = []
         if reaper:
-            tasks.append(asyncio.create_task(_reaper_loop(app, settings.health.reap_interval_s)))
+            lead = Leadership(app.state.ctx.db, settings.health.leader_lease_s)
+            tasks.append(asyncio.create_task(_lease_loop(lead)))
+            tasks.append(asyncio.create_task(
+                _reaper_loop(app, lead, settings.health.reap_interval_s)))
             replan_s = settings.scheduling.replan_interval_s
             tasks.append(asyncio.create_task(_planner_loop(
-                app, replan_s, min(replan_s, settings.health.reap_interval_s))))
+                app, lead, replan_s, min(replan_s, settings.health.reap_interval_s))))
             if app.state.ctx.timeseries is not None:
                 tasks.append(asyncio.create_task(
                     _ingest_loop(app, settings.influx.ingest_interval_s)))

@@ -1,51 +1,66 @@
-"""Leases on shared work: which worker may take a piece of work, and whether it still
-holds it. Pure decisions; the ingest claims (:mod:`orchestrator.services.ingestclaims`)
-apply them to runs in the database, in one conditional statement each, so that two
-workers deciding at once cannot both win.
+"""Who runs the background loops (pure: no I/O, no clock of its own).
 
-A claim is an owner (a worker's id) and the time its lease ends. Work is free when no
-one claims it or the lease has ended: a worker that died is taken over once its lease
-is out, not before (a slow worker is not a dead one). A worker keeps what it holds by
-renewing before the lease ends, and may renew even after it ended as long as no other
-worker took the work over; it can finish only what it still holds.
+Replicas share one lease row (``services.leader``): its holder and when it expires, by
+the database's clock, so replicas' clocks need not agree. A replica takes a lease that
+is free or expired, renews its own every third of the lease, and acts as leader only
+while its last successful renewal is younger than two thirds of the lease, measured on
+its own monotonic clock from before the renewal was sent. So a leader cut off from the
+database stops acting a third of a lease before anyone else may take over, and when a
+leader dies another replica takes over within ``takeover_bound_s``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-
-#: Characters of a worker's id, the width of the column that stores it.
-OWNER_MAX = 64
+from datetime import datetime
+from enum import Enum
 
 
 @dataclass(frozen=True)
-class Claim:
-    owner: str | None
-    until: datetime | None
+class Lease:
+    holder: str
+    expires_at: datetime
 
 
-def is_free(claim: Claim, now: datetime) -> bool:
-    """Whether a worker may take the work now: unclaimed, or its lease has ended."""
-    return claim.owner is None or claim.until is None or claim.until < now
+class Claim(Enum):
+    TAKE = "take"    # free or expired: becomes ours
+    RENEW = "renew"  # ours: extended
+    WAIT = "wait"    # another replica's, still valid
 
 
-def holds(claim: Claim, owner: str) -> bool:
-    """Whether ``owner`` still holds the work (and so may renew or finish it): the claim
-    is still its own. An ended lease that nobody took over is still held."""
-    return claim.owner == owner
+def claim(current: Lease | None, me: str, now: datetime) -> Claim:
+    """What ``me`` may do with the lease at ``now`` (the database's clock)."""
+    if current is None:
+        return Claim.TAKE
+    if current.holder == me:
+        return Claim.RENEW
+    if current.expires_at <= now:
+        return Claim.TAKE
+    return Claim.WAIT
 
 
-def lease_end(now: datetime, lease_s: float) -> datetime:
-    """When a claim taken or renewed now ends."""
-    if lease_s <= 0:
-        raise ValueError(f"a lease must be positive, not {lease_s} s")
-    return now + timedelta(seconds=lease_s)
+def renew_every_s(lease_s: float) -> float:
+    """How often every replica tries the lease: a third of it."""
+    return lease_s / 3
 
 
-def worker_id(host: str, pid: int, nonce: str) -> str:
-    """A worker's id, at most :data:`OWNER_MAX` characters: host and process (so an
-    operator can tell who holds a run) and a random ``nonce``, so that a restarted
-    process with a reused pid is another worker."""
-    tail = f":{pid}:{nonce}"
-    return host[: max(0, OWNER_MAX - len(tail))] + tail
+def still_leading(renewed_at: float | None, now: float, lease_s: float) -> bool:
+    """Whether a replica whose last successful renewal was sent at ``renewed_at``
+    (monotonic seconds; None: never, or lost) may still act as leader at ``now``."""
+    return renewed_at is not None and now - renewed_at < 2 * lease_s / 3
+
+
+def takeover_bound_s(lease_s: float) -> float:
+    """The longest from a leader's death until another replica leads: its lease
+    expires at most a lease after its last renewal, which came before it died, and a
+    follower tries again within a renewal interval after that."""
+    return lease_s + renew_every_s(lease_s)
+
+
+def planning_due(*, leading: bool, elapsed_s: float, interval_s: float, moved: bool,
+                 wanted: bool) -> bool:
+    """Whether a process's planner makes a pass now: the leader every ``interval_s``
+    and when the fleet's availability ``moved``; any process when a pass is ``wanted``
+    there (a run failed, a quota changed: passes are serialised across replicas, so
+    a follower's is as safe as a request's, and sooner than the leader's next one)."""
+    return wanted or (leading and (elapsed_s >= interval_s or moved))

@@ -55,7 +55,7 @@ def submit_campaign(ctx: Context, principal: Principal, raw: dict[str, Any]) -> 
     now = ctx.clock.now()
     check_ahead(spec, now=now,
                 max_ahead=timedelta(days=ctx.settings.scheduling.campaign_max_ahead_days))
-    with ctx.plan_lock, ctx.db.session() as s:
+    with ctx.planning() as s:
         project = project_for(s, principal, spec.project)
         campaign = Campaign(
             id=new_campaign_id(now),
@@ -160,7 +160,7 @@ def _took_up(s: Session, run: Run) -> bool:
 def cancel_campaign(ctx: Context, principal: Principal, campaign_id: str) -> CampaignPublic:
     """Cancel (idempotent: a second cancel changes nothing and says the same)."""
     now = ctx.clock.now()
-    with ctx.plan_lock, ctx.db.session() as s:  # no planning pass books it meanwhile
+    with ctx.planning() as s:  # no planning pass books it meanwhile
         campaign = _visible(s, principal, campaign_id)
         _may_change(s, principal, campaign, "cancel")
         _cancel(s, campaign, principal, now)
@@ -171,7 +171,7 @@ def cancel_campaign(ctx: Context, principal: Principal, campaign_id: str) -> Cam
 def delete_campaign(ctx: Context, principal: Principal, campaign_id: str) -> None:
     """Cancel and hide a campaign without data; refuse (Conflict) one with data."""
     now = ctx.clock.now()
-    with ctx.plan_lock, ctx.db.session() as s:
+    with ctx.planning() as s:
         campaign = _visible(s, principal, campaign_id)
         _may_change(s, principal, campaign, "delete")
         held = Counter(s.scalars(select(Run.state).where(

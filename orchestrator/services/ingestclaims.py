@@ -1,7 +1,7 @@
 """Claims on archived runs for ingest, so that every orchestrator worker and replica
 ingests in parallel and no run is written twice.
 
-A worker takes one pending run at a time with a lease (:mod:`orchestrator.model.lease`
+A worker takes one pending run at a time with a lease (:mod:`orchestrator.model.worklease`
 decides what is free and who holds what; the statements here apply the same rules to
 the rows, each in one statement so that two workers cannot both win):
 
@@ -31,7 +31,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import aliased
 
-from orchestrator.model.lease import lease_end, worker_id
+from orchestrator.model.worklease import lease_end, worker_id
 from orchestrator.services.context import Context
 from orchestrator.store.tables import Run
 
@@ -51,7 +51,7 @@ def _pending(run: type[Run]) -> ColumnElement[bool]:
 
 
 def _free(run: type[Run], now: datetime) -> ColumnElement[bool]:
-    """:func:`orchestrator.model.lease.is_free` as SQL."""
+    """:func:`orchestrator.model.worklease.is_free` as SQL."""
     return or_(run.ingest_claim.is_(None), run.ingest_lease_until.is_(None),
                run.ingest_lease_until < now)
 
@@ -78,7 +78,7 @@ def claim_next(ctx: Context, owner: str, *, lease_s: float) -> str | None:
 
 
 def _held(run_id: str, owner: str) -> ColumnElement[bool]:
-    """:func:`orchestrator.model.lease.holds` as SQL, for a run still pending."""
+    """:func:`orchestrator.model.worklease.holds` as SQL, for a run still pending."""
     return and_(Run.id == run_id, Run.ingest_claim == owner, Run.ingested_at.is_(None))
 
 

@@ -278,8 +278,12 @@ def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,
     out: list[wire.Assignment] = []
     for run in due:
         if run.state == RunState.SCHEDULED:
-            transition(s, run, RunState.ASSIGNED, "handed to the node on heartbeat",
-                       source="orchestrator", at=now)
+            try:
+                transition(s, run, RunState.ASSIGNED, "handed to the node on heartbeat",
+                           source="orchestrator", at=now)
+            except Conflict:  # moved meanwhile (another replica, the reaper, a cancel)
+                if run.state != RunState.ASSIGNED:
+                    continue
         if run.id in pending:
             continue
         out.append(wire.Assignment(

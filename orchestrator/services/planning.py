@@ -8,8 +8,8 @@ its session key and quota reservation) and stores each campaign's decisions.
 
 Held runs are fixed: a re-plan only adds bookings around them, so it is safe to run at
 any time (on a timer, after a run fails, a node changes health or a quota changes).
-One pass at a time per process (``ctx.plan_lock``); replicas sharing a database would
-need a database lock as well (not done yet).
+One pass at a time, in a process and across replicas sharing a PostgreSQL database
+(``Context.planning``: a thread lock and an advisory lock).
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def _write_bookings(ctx: Context, s: Session, result: Plan, rows: dict[str, Camp
 
 def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
     """Plan every planner-managed campaign inside the caller's unit of work (the caller
-    holds ``ctx.plan_lock``)."""
+    took it from ``ctx.planning()``)."""
     rows = {r.id: r for r in s.scalars(select(Campaign).where(
         Campaign.planned_at.is_not(None), Campaign.cancelled_at.is_(None),
         Campaign.deleted_at.is_(None)))}
@@ -243,5 +243,5 @@ def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
 def replan(ctx: Context) -> PlanPublic:
     """One planning pass in its own unit of work."""
     ctx.replan_wanted.clear()
-    with ctx.plan_lock, ctx.db.session() as s:
+    with ctx.planning() as s:
         return replan_in(ctx, s, ctx.clock.now())

@@ -2,7 +2,10 @@
 
 Every state change goes through :func:`transition`, which refuses moves the lifecycle
 does not allow (a final state is never overwritten) and records a timestamped, explained
-event. A late or duplicate agent report therefore cannot resurrect a run.
+event. A late or duplicate agent report therefore cannot resurrect a run. The move is a
+conditional UPDATE (from the state the caller read): when two transactions move the same
+run at once (two replicas, a heartbeat and the reaper), the second finds the run moved
+and gets a :class:`Conflict`, rather than overwriting the first's move.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.catalogue.manifest import Manifest
@@ -47,6 +50,7 @@ def transition(
             f"{target.value}",
             state=current.value,
         )
+    _claim_move(s, run, current, target)
     if current == RunState.UNREACHABLE and run.silent_since is not None:
         # Word from the node (or the horizon): its silence ends here, summed for the note.
         silent = max(0.0, (at - run.silent_since).total_seconds())
@@ -64,6 +68,23 @@ def transition(
     run.state_reason = reason
     run.state_at = at
     s.add(RunEvent(run_id=run.id, state=target.value, reason=reason, source=source, at=at))
+
+
+def _claim_move(s: Session, run: Run, current: RunState, target: RunState) -> None:
+    """Moves the row from ``current`` only if it is still there: on PostgreSQL a
+    concurrent mover holds the row until it commits, and this UPDATE then finds the
+    state it wrote (SQLite has one writer, whose stale readers fail to write)."""
+    moved: CursorResult[tuple[()]] = s.execute(  # type: ignore[assignment]
+        update(Run).where(Run.id == run.id, Run.state == current.value)
+        .values(state=target.value).execution_options(synchronize_session=False))
+    if moved.rowcount == 1:
+        return
+    s.refresh(run)
+    raise Conflict(
+        f"run {run.id} became {run.state} ({run.state_reason}) meanwhile; it cannot "
+        f"become {target.value} from {current.value}",
+        state=run.state,
+    )
 
 
 def _cancel_holds(s: Session, run: Run, current: RunState) -> bool:
@@ -164,7 +185,7 @@ def submit_run(ctx: Context, principal: Principal, body: RunCreate) -> RunPublic
     now = ctx.clock.now()
     # The planner's lock: a planning pass reads the calendar and the ledger, so an
     # ad-hoc booking committed in the middle of it could overlap or overbook.
-    with ctx.plan_lock, ctx.db.session() as s:
+    with ctx.planning() as s:
         project = project_for(s, principal, body.project)
         run = book_run(
             ctx,

@@ -9,7 +9,8 @@ checksums match) and archived; a bundle already archived for the run is never st
 again. Requests of one run's upload are taken one at a time, each with its commit
 (:meth:`~orchestrator.archive.store.Archive.upload_lock`): the same bundle sent twice
 at once is archived once, and the second sender is told it is complete, or told the
-offset to resume from (409). A hash mismatch drops the part (a file removal, which no
+offset to resume from (409). On PostgreSQL that lock is an advisory lock, so it holds
+across replicas on different hosts too. A hash mismatch drops the part (a file removal, which no
 rollback undoes) and says ``fault: corrupted``: send it all again; a bundle inspection refuses says
 ``fault: refused``: sending it again cannot help.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
@@ -39,6 +40,7 @@ from orchestrator.services.results import (
     started_in_bundle,
 )
 from orchestrator.services.runs import transition
+from orchestrator.store import locks
 from orchestrator.store.tables import Bundle, Node, Run, RunEvent, Upload
 from testbed_common import wire
 from testbed_common.bundle import BundleError, BundleLimits, inspect_bundle_file
@@ -103,8 +105,17 @@ def _one_request_at_a_time(ctx: Context, token: str | None, run_id: str) -> Iter
     without that node's token makes lock files, nor waits on another node's upload)."""
     with ctx.db.reading() as s:
         _run_of_node(s, authenticate_node(s, token), run_id)
-    with ctx.archive.upload_lock(run_id):
+    with _upload_lock(ctx, run_id):
         yield
+
+
+def _upload_lock(ctx: Context, run_id: str) -> AbstractContextManager[None]:
+    """On PostgreSQL an advisory lock keyed by the run, which every replica honours on
+    whatever host it runs; on SQLite (one host) the flock on the uploads volume."""
+    engine = ctx.db.engine
+    if locks.shared_locks(engine):
+        return locks.held(engine, locks.upload_lock_name(run_id))
+    return ctx.archive.upload_lock(run_id)
 
 
 def create_upload(

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import create_engine, pool
+
+from orchestrator.store import locks
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -18,4 +21,16 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url), revision)
+    """Apply the migrations. Every replica does at start: on PostgreSQL under an
+    advisory lock, so replicas starting together apply them one after the other (the
+    second finds the schema at head and does nothing) instead of racing to create the
+    same tables."""
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        if not locks.shared_locks(engine):
+            command.upgrade(alembic_config(url), revision)
+            return
+        with locks.held(engine, locks.MIGRATIONS):
+            command.upgrade(alembic_config(url), revision)
+    finally:
+        engine.dispose()

@@ -208,7 +208,7 @@ class Run(Base):
     ingested_at: Mapped[datetime | None]
     ingest_note: Mapped[str | None] = mapped_column(Text)
     #: Which ingest worker is writing the run, and until when its claim holds
-    #: (:mod:`orchestrator.model.lease`); NULL when no worker holds it.
+    #: (:mod:`orchestrator.model.worklease`); NULL when no worker holds it.
     ingest_claim: Mapped[str | None] = mapped_column(String(64))
     ingest_lease_until: Mapped[datetime | None]
     # The quota reservation (NULL for runs booked before quotas existed). The runs table
@@ -305,3 +305,13 @@ class DatasetExclusion(Base):
     __table_args__ = (
         UniqueConstraint("kind", "target", name="uq_dataset_exclusions_kind_target"),
     )
+
+
+class Lease(Base):
+    """A lease on a job only one replica may run (``services.leader``): held by
+    ``holder`` until ``expires_at`` by the database's clock, renewed while it runs."""
+
+    __tablename__ = "leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime]

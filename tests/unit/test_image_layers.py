@@ -14,6 +14,8 @@ IMAGES = {
     "node": REPO / "node-image/Dockerfile",
     "server": REPO / "server-image/Dockerfile",
     "influxdb": REPO / "deploy/influxdb/Dockerfile",
+    "postgres": REPO / "deploy/postgres/Dockerfile",
+    "front": REPO / "deploy/front/Dockerfile",
     "prometheus": REPO / "deploy/prometheus/Dockerfile",
     "alertmanager": REPO / "deploy/alertmanager/Dockerfile",
     "tat": REPO / "experiments/tat/Dockerfile",
@@ -24,7 +26,7 @@ BUILT = {REPO / "orchestrator/Dockerfile", REPO / "node-image/Dockerfile",
          REPO / "server-image/Dockerfile", *REPO.glob("deploy/*/Dockerfile"),
          *REPO.glob("experiments/*/Dockerfile")}
 #: Images of third-party services (Debian's packages), which need no network tools.
-SERVICES = {"influxdb", "prometheus", "alertmanager"}
+SERVICES = {"influxdb", "postgres", "front", "prometheus", "alertmanager"}
 
 
 def instructions(path: Path) -> list[str]:

@@ -3,7 +3,7 @@ and until when its lease holds, so that every orchestrator worker and replica ca
 ingest in parallel without two writing the same run.
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-11-25 10:50:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

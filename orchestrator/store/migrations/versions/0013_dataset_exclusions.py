@@ -2,7 +2,7 @@
 withdrew consent stays out of tomorrow's daily release without anyone repeating it.
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0011
 Create Date: 2026-11-25 11:40:00
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0009"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

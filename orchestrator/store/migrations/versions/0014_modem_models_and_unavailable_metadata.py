@@ -3,7 +3,7 @@
 fleet page shows both.
 
 Revision ID: 0014
-Revises: 0009
+Revises: 0013
 Create Date: 2026-11-25 11:00:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014"
-down_revision = "0009"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
