@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -122,3 +123,29 @@ def fleet() -> Iterator[Fleet]:
     fleet.http.close()
     if os.environ.get("TESTBED_KEEP_STACK") != "1":
         script("down", "--volumes")
+
+
+@pytest.fixture(scope="session")
+def compressed_days(request: pytest.FixtureRequest, fleet: Fleet) -> dict[str, Future[None]]:
+    """The compressed-day tests' days, run side by side: module name -> its day's outcome.
+
+    Each module whose tests use this fixture defines ``compressed_day(fleet)``, a whole
+    day in compressed time (8 min of wall time at the fleet's 180x) that mostly waits:
+    one short transfer per node every 20 s. Each day keeps to nodes of its own
+    (test_diurnal: no-01 and se-01; test_fault_offline: se-02, cut from control), so the
+    selected ones run at once, in threads, and take one day's time instead of one each.
+    All of them end here, before the first of their tests goes on, so that no other test
+    (several stop the orchestrator, the server or InfluxDB) runs beside a day; each test
+    then re-raises its own day's failure with ``.result()``."""
+    modules = {item.module for item in request.session.items
+               if "compressed_days" in getattr(item, "fixturenames", ())}
+    fleets = [Fleet(fleet.token) for _ in modules]  # an HTTP client per thread
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(modules)),
+                                thread_name_prefix="compressed-day") as pool:
+            days = {m.__name__: pool.submit(m.compressed_day, f)
+                    for m, f in zip(modules, fleets, strict=True)}
+    finally:  # leaving the pool's block waited for every day
+        for f in fleets:
+            f.http.close()
+    return days

@@ -2,10 +2,13 @@
 
 no-01's Telenor link follows the daily load curve on the fleet's compressed clock
 (deploy/profiles/no-telenor-fleet.yaml, anchored by scripts/up at
-TESTBED_DIURNAL_ANCHOR); se-02's Telia link is flat. An hourly TAT campaign over 24
+TESTBED_DIURNAL_ANCHOR); se-01's Telia link is flat. An hourly TAT campaign over 24
 campaign hours, compressed by the same factor from the same anchor, is written at
 campaign time, so the orchestrator's hourly page shows the curve for Telenor and none
 for Telia, and the time-of-day analysis finds a daily cycle only for Telenor.
+
+The day runs beside test_fault_offline's (conftest's ``compressed_days``), which keeps
+se-02 cut from control all day: hence se-01's Telia SIM here, not se-02's.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
@@ -25,7 +29,7 @@ from tests.e2e.conftest import FINAL, Fleet, _env, story
 
 pytestmark = pytest.mark.e2e
 
-LOADED, FLAT = ("no-01", "Telenor"), ("se-02", "Telia")
+LOADED, FLAT = ("no-01", "Telenor"), ("se-01", "Telia")
 HOURS = 24
 
 
@@ -59,10 +63,22 @@ def _verdicts(page: str) -> dict[str, str]:
     return out
 
 
-def test_compressed_day_shows_the_loaded_operators_daily_cycle(fleet: Fleet) -> None:
+def fleet_clock() -> tuple[datetime, float]:
+    """The fleet's compressed diurnal clock: its anchor (wall time, set by scripts/up)
+    and its compression (campaign seconds per wall second)."""
     profile = yaml.safe_load((REPO / "deploy/profiles/no-telenor-fleet.yaml").read_text())
-    scale = float(profile["diurnal"]["compression"])
     anchor = datetime.fromisoformat(_env()["TESTBED_DIURNAL_ANCHOR"].replace("Z", "+00:00"))
+    return anchor, float(profile["diurnal"]["compression"])
+
+
+def test_compressed_day_shows_the_loaded_operators_daily_cycle(
+        compressed_days: dict[str, Future[None]]) -> None:
+    compressed_days[__name__].result()
+
+
+def compressed_day(fleet: Fleet) -> None:
+    """The test above: run by ``compressed_days`` beside test_fault_offline's day."""
+    anchor, scale = fleet_clock()
     for node, _ in (LOADED, FLAT):
         fleet.wait_online(node)
         r = fleet.http.put(f"/api/v1/nodes/{node}/interfaces/op0/quota",
