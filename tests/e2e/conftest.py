@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -125,27 +125,51 @@ def fleet() -> Iterator[Fleet]:
         script("down", "--volumes")
 
 
-@pytest.fixture(scope="session")
-def compressed_days(request: pytest.FixtureRequest, fleet: Fleet) -> dict[str, Future[None]]:
-    """The compressed-day tests' days, run side by side: module name -> its day's outcome.
 
-    Each module whose tests use this fixture defines ``compressed_day(fleet)``, a whole
-    day in compressed time (8 min of wall time at the fleet's 180x) that mostly waits:
-    one short transfer per node every 20 s. Each day keeps to nodes of its own
-    (test_diurnal: no-01 and se-01; test_fault_offline: se-02, cut from control), so the
-    selected ones run at once, in threads, and take one day's time instead of one each.
-    All of them end here, before the first of their tests goes on, so that no other test
-    (several stop the orchestrator, the server or InfluxDB) runs beside a day; each test
-    then re-raises its own day's failure with ``.result()``."""
-    modules = {item.module for item in request.session.items
-               if "compressed_days" in getattr(item, "fixturenames", ())}
-    fleets = [Fleet(fleet.token) for _ in modules]  # an HTTP client per thread
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, len(modules)),
-                                thread_name_prefix="compressed-day") as pool:
-            days = {m.__name__: pool.submit(m.compressed_day, f)
-                    for m, f in zip(modules, fleets, strict=True)}
-    finally:  # leaving the pool's block waited for every day
-        for f in fleets:
-            f.http.close()
-    return days
+#: A test body run side by side with others: it gets a Fleet of its own (its own HTTP
+#: client: the bodies run in threads).
+Body = Callable[[Fleet], None]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "side_by_side(group, body): the test's body runs "
+                            "at once with the other bodies of its group (tests/e2e/conftest.py)")
+
+
+class SideBySide:
+    """Tests that mostly wait (a compressed day, an alert's minute), run at once.
+
+    A test marked ``side_by_side(group, body)`` calls ``side_by_side.result(body)``; the
+    first test of a group to do so runs every selected body of the group at once, in
+    threads, and waits for all of them: no other test (several stop the orchestrator,
+    the server or InfluxDB) runs beside a group, and each test re-raises its own body's
+    failure. The bodies of a group keep to nodes of their own, so they cannot disturb
+    each other; a group takes the wall time of its longest body instead of their sum."""
+
+    def __init__(self, items: list[pytest.Item], fleet: Fleet) -> None:
+        self._token = fleet.token
+        self._groups: dict[str, list[Body]] = {}
+        for item in items:
+            for marker in item.iter_markers("side_by_side"):
+                group, body = marker.args
+                if body not in (bodies := self._groups.setdefault(group, [])):
+                    bodies.append(body)
+        self._outcomes: dict[Body, Future[None]] = {}
+
+    def result(self, body: Body) -> None:
+        if body not in self._outcomes:
+            [bodies] = [b for b in self._groups.values() if body in b]
+            fleets = [Fleet(self._token) for _ in bodies]
+            try:
+                with ThreadPoolExecutor(len(bodies), thread_name_prefix="side-by-side") as pool:
+                    self._outcomes |= {b: pool.submit(b, f)
+                                       for b, f in zip(bodies, fleets, strict=True)}
+            finally:  # leaving the pool's block waited for every body
+                for f in fleets:
+                    f.http.close()
+        self._outcomes[body].result()
+
+
+@pytest.fixture(scope="session")
+def side_by_side(request: pytest.FixtureRequest, fleet: Fleet) -> SideBySide:
+    return SideBySide(request.session.items, fleet)

@@ -7,7 +7,7 @@ campaign hours, compressed by the same factor from the same anchor, is written a
 campaign time, so the orchestrator's hourly page shows the curve for Telenor and none
 for Telia, and the time-of-day analysis finds a daily cycle only for Telenor.
 
-The day runs beside test_fault_offline's (conftest's ``compressed_days``), which keeps
+The day runs side by side with test_fault_offline's (conftest's ``SideBySide``), which keeps
 se-02 cut from control all day: hence se-01's Telia SIM here, not se-02's.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.e2e.conftest import FINAL, Fleet, _env, story
+from tests.e2e.conftest import FINAL, Fleet, SideBySide, _env, story
 
 pytestmark = pytest.mark.e2e
 
@@ -71,13 +70,9 @@ def fleet_clock() -> tuple[datetime, float]:
     return anchor, float(profile["diurnal"]["compression"])
 
 
-def test_compressed_day_shows_the_loaded_operators_daily_cycle(
-        compressed_days: dict[str, Future[None]]) -> None:
-    compressed_days[__name__].result()
-
-
 def compressed_day(fleet: Fleet) -> None:
-    """The test above: run by ``compressed_days`` beside test_fault_offline's day."""
+    """The test below, run side by side with test_fault_offline's day (8 min of wall
+    time each, mostly waiting)."""
     anchor, scale = fleet_clock()
     for node, _ in (LOADED, FLAT):
         fleet.wait_online(node)
@@ -142,6 +137,12 @@ def compressed_day(fleet: Fleet) -> None:
     verdicts = _verdicts(tod.text)
     assert verdicts[LOADED[1]] == "yes", verdicts
     assert verdicts[FLAT[1]].startswith("no"), verdicts
+
+
+@pytest.mark.side_by_side("days", compressed_day)
+def test_compressed_day_shows_the_loaded_operators_daily_cycle(
+        side_by_side: SideBySide) -> None:
+    side_by_side.result(compressed_day)
 
 
 def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) -> None:

@@ -17,15 +17,15 @@ every timeout in play in the fleet (a node is offline after 10 missed 2 s heartb
 to at most 60 s).
 
 The day runs on the fleet's diurnal clock, its sessions at half past each campaign
-hour, beside test_diurnal's day (conftest's ``compressed_days``), whose sessions are on
-the hour: the two days take the wall time of one, and their transfers do not overlap.
+hour, side by side with test_diurnal's day (conftest's ``SideBySide``), whose sessions
+are on the hour: the two days take the wall time of one, and their transfers do not
+overlap.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +33,7 @@ import pytest
 
 from tests.e2e.audit import audit, record
 from tests.e2e.chaos import container, partitioned, sh
-from tests.e2e.conftest import FINAL, Fleet, story
+from tests.e2e.conftest import FINAL, Fleet, SideBySide, story
 from tests.e2e.test_diurnal import _Boxes, fleet_clock
 
 pytestmark = pytest.mark.e2e
@@ -54,13 +54,8 @@ def _spooled(name: str) -> int:
     return int(sh(name, f"ls {AGENT_STATE}/spool | grep -c 'tar.gz$' || true").strip() or 0)
 
 
-def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(
-        compressed_days: dict[str, Future[None]]) -> None:
-    compressed_days[__name__].result()
-
-
-def compressed_day(fleet: Fleet) -> None:
-    """The test above: run by ``compressed_days`` beside test_diurnal's day."""
+def offline_day(fleet: Fleet) -> None:
+    """The test below, run side by side with test_diurnal's day."""
     name = container(NODE)
     fleet.wait_online(NODE)
     r = fleet.http.put(f"/api/v1/nodes/{NODE}/interfaces/op0/quota",
@@ -157,3 +152,9 @@ def compressed_day(fleet: Fleet) -> None:
     boxes.feed(page.text)
     [hours] = [v for k, v in boxes.charts.items() if "telia" in k.lower()]
     assert sorted(hours) == list(range(HOURS)), hours
+
+
+@pytest.mark.side_by_side("days", offline_day)
+def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(
+        side_by_side: SideBySide) -> None:
+    side_by_side.result(offline_day)
