@@ -144,7 +144,9 @@ class SideBySide:
     threads, and waits for all of them: no other test (several stop the orchestrator,
     the server or InfluxDB) runs beside a group, and each test re-raises its own body's
     failure. The bodies of a group keep to nodes of their own, so they cannot disturb
-    each other; a group takes the wall time of its longest body instead of their sum."""
+    each other; a group takes the wall time of its longest body instead of their sum.
+    TESTBED_E2E_ONE_AT_A_TIME=1 runs each group's bodies one after another instead (to
+    tell whether a failure comes from running them together)."""
 
     def __init__(self, items: list[pytest.Item], fleet: Fleet) -> None:
         self._token = fleet.token
@@ -161,7 +163,8 @@ class SideBySide:
             [bodies] = [b for b in self._groups.values() if body in b]
             fleets = [Fleet(self._token) for _ in bodies]
             try:
-                with ThreadPoolExecutor(len(bodies), thread_name_prefix="side-by-side") as pool:
+                at_once = 1 if os.environ.get("TESTBED_E2E_ONE_AT_A_TIME") == "1" else len(bodies)
+                with ThreadPoolExecutor(at_once, thread_name_prefix="side-by-side") as pool:
                     self._outcomes |= {b: pool.submit(b, f)
                                        for b, f in zip(bodies, fleets, strict=True)}
             finally:  # leaving the pool's block waited for every body
