@@ -8,7 +8,8 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -122,3 +123,56 @@ def fleet() -> Iterator[Fleet]:
     fleet.http.close()
     if os.environ.get("TESTBED_KEEP_STACK") != "1":
         script("down", "--volumes")
+
+
+
+#: A test body run side by side with others: it gets a Fleet of its own (its own HTTP
+#: client: the bodies run in threads).
+Body = Callable[[Fleet], None]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "side_by_side(group, body): the test's body runs "
+                            "at once with the other bodies of its group (tests/e2e/conftest.py)")
+
+
+class SideBySide:
+    """Tests that mostly wait (a compressed day, an alert's minute), run at once.
+
+    A test marked ``side_by_side(group, body)`` calls ``side_by_side.result(body)``; the
+    first test of a group to do so runs every selected body of the group at once, in
+    threads, and waits for all of them: no other test (several stop the orchestrator,
+    the server or InfluxDB) runs beside a group, and each test re-raises its own body's
+    failure. The bodies of a group keep to nodes of their own, so they cannot disturb
+    each other; a group takes the wall time of its longest body instead of their sum.
+    TESTBED_E2E_ONE_AT_A_TIME=1 runs each group's bodies one after another instead (to
+    tell whether a failure comes from running them together)."""
+
+    def __init__(self, items: list[pytest.Item], fleet: Fleet) -> None:
+        self._token = fleet.token
+        self._groups: dict[str, list[Body]] = {}
+        for item in items:
+            for marker in item.iter_markers("side_by_side"):
+                group, body = marker.args
+                if body not in (bodies := self._groups.setdefault(group, [])):
+                    bodies.append(body)
+        self._outcomes: dict[Body, Future[None]] = {}
+
+    def result(self, body: Body) -> None:
+        if body not in self._outcomes:
+            [bodies] = [b for b in self._groups.values() if body in b]
+            fleets = [Fleet(self._token) for _ in bodies]
+            try:
+                at_once = 1 if os.environ.get("TESTBED_E2E_ONE_AT_A_TIME") == "1" else len(bodies)
+                with ThreadPoolExecutor(at_once, thread_name_prefix="side-by-side") as pool:
+                    self._outcomes |= {b: pool.submit(b, f)
+                                       for b, f in zip(bodies, fleets, strict=True)}
+            finally:  # leaving the pool's block waited for every body
+                for f in fleets:
+                    f.http.close()
+        self._outcomes[body].result()
+
+
+@pytest.fixture(scope="session")
+def side_by_side(request: pytest.FixtureRequest, fleet: Fleet) -> SideBySide:
+    return SideBySide(request.session.items, fleet)

@@ -2,10 +2,13 @@
 
 no-01's Telenor link follows the daily load curve on the fleet's compressed clock
 (deploy/profiles/no-telenor-fleet.yaml, anchored by scripts/up at
-TESTBED_DIURNAL_ANCHOR); se-02's Telia link is flat. An hourly TAT campaign over 24
+TESTBED_DIURNAL_ANCHOR); se-01's Telia link is flat. An hourly TAT campaign over 24
 campaign hours, compressed by the same factor from the same anchor, is written at
 campaign time, so the orchestrator's hourly page shows the curve for Telenor and none
 for Telia, and the time-of-day analysis finds a daily cycle only for Telenor.
+
+The day runs side by side with test_fault_offline's (conftest's ``SideBySide``), which keeps
+se-02 cut from control all day: hence se-01's Telia SIM here, not se-02's.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.e2e.conftest import FINAL, Fleet, _env, story
+from tests.e2e.conftest import FINAL, Fleet, SideBySide, _env, story
 
 pytestmark = pytest.mark.e2e
 
-LOADED, FLAT = ("no-01", "Telenor"), ("se-02", "Telia")
+LOADED, FLAT = ("no-01", "Telenor"), ("se-01", "Telia")
 HOURS = 24
 
 
@@ -59,10 +62,18 @@ def _verdicts(page: str) -> dict[str, str]:
     return out
 
 
-def test_compressed_day_shows_the_loaded_operators_daily_cycle(fleet: Fleet) -> None:
+def fleet_clock() -> tuple[datetime, float]:
+    """The fleet's compressed diurnal clock: its anchor (wall time, set by scripts/up)
+    and its compression (campaign seconds per wall second)."""
     profile = yaml.safe_load((REPO / "deploy/profiles/no-telenor-fleet.yaml").read_text())
-    scale = float(profile["diurnal"]["compression"])
     anchor = datetime.fromisoformat(_env()["TESTBED_DIURNAL_ANCHOR"].replace("Z", "+00:00"))
+    return anchor, float(profile["diurnal"]["compression"])
+
+
+def compressed_day(fleet: Fleet) -> None:
+    """The test below, run side by side with test_fault_offline's day (8 min of wall
+    time each, mostly waiting)."""
+    anchor, scale = fleet_clock()
     for node, _ in (LOADED, FLAT):
         fleet.wait_online(node)
         r = fleet.http.put(f"/api/v1/nodes/{node}/interfaces/op0/quota",
@@ -126,6 +137,12 @@ def test_compressed_day_shows_the_loaded_operators_daily_cycle(fleet: Fleet) -> 
     verdicts = _verdicts(tod.text)
     assert verdicts[LOADED[1]] == "yes", verdicts
     assert verdicts[FLAT[1]].startswith("no"), verdicts
+
+
+@pytest.mark.side_by_side("days", compressed_day)
+def test_compressed_day_shows_the_loaded_operators_daily_cycle(
+        side_by_side: SideBySide) -> None:
+    side_by_side.result(compressed_day)
 
 
 def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) -> None:

@@ -15,6 +15,11 @@ out of contact, longer than the issue's 10-minute partition in campaign time and
 every timeout in play in the fleet (a node is offline after 10 missed 2 s heartbeats,
 20 s; the reaper runs every 2 s; the deadline grace is 30 s; the agent's retries back off
 to at most 60 s).
+
+The day runs on the fleet's diurnal clock, its sessions at half past each campaign
+hour, side by side with test_diurnal's day (conftest's ``SideBySide``), whose sessions
+are on the hour: the two days take the wall time of one, and their transfers do not
+overlap.
 """
 
 from __future__ import annotations
@@ -28,15 +33,13 @@ import pytest
 
 from tests.e2e.audit import audit, record
 from tests.e2e.chaos import container, partitioned, sh
-from tests.e2e.conftest import FINAL, Fleet, story
-from tests.e2e.test_diurnal import _Boxes
+from tests.e2e.conftest import FINAL, Fleet, SideBySide, story
+from tests.e2e.test_diurnal import _Boxes, fleet_clock
 
 pytestmark = pytest.mark.e2e
 
 NODE = "se-02"
 HOURS = 24
-#: Campaign time per wall second: the fleet's diurnal compression (a day in 8 minutes).
-SCALE = 180.0
 #: How long after the last session's deadline the cut may last, waiting for its bundle.
 SPOOL_GRACE_S = 90.0
 AGENT_STATE = "/var/lib/testbed-agent"
@@ -51,23 +54,26 @@ def _spooled(name: str) -> int:
     return int(sh(name, f"ls {AGENT_STATE}/spool | grep -c 'tar.gz$' || true").strip() or 0)
 
 
-def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(fleet: Fleet) -> None:
+def offline_day(fleet: Fleet) -> None:
+    """The test below, run side by side with test_diurnal's day."""
     name = container(NODE)
     fleet.wait_online(NODE)
     r = fleet.http.put(f"/api/v1/nodes/{NODE}/interfaces/op0/quota",
                        json={"cap_bytes": 2_000_000_000, "reset_day": 1, "margin": 0.05})
     assert r.status_code == 200, r.text
-    anchor = datetime.now(UTC)
-    # The first whole campaign hour at least 30 s of wall time from now.
-    start = (anchor + timedelta(seconds=30 * SCALE)).replace(minute=0, second=0,
-                                                             microsecond=0)
-    start += timedelta(hours=1)
+    # Campaign time per wall second: the fleet's diurnal compression (a day in 8 min).
+    anchor, scale = fleet_clock()
+    # The first half past a campaign hour at least 30 s of wall time from now.
+    soonest = anchor + (datetime.now(UTC) - anchor) * scale + timedelta(seconds=30 * scale)
+    start = soonest.replace(minute=30, second=0, microsecond=0)
+    if start < soonest:
+        start += timedelta(hours=1)
     r = fleet.http.post("/api/v1/campaigns", json={
         "version": 2, "name": "offline-day", "nodes": [NODE], "select": "interface:op0",
         "steps": [{"experiment": "tat", "parameters": {"duration_s": 2}}],
         "recurrence": {"kind": "every", "hours": 1, "start": start.isoformat(),
                        "end": (start + timedelta(hours=HOURS)).isoformat()},
-        "time_scale": SCALE, "time_anchor": anchor.isoformat()})
+        "time_scale": scale, "time_anchor": anchor.isoformat()})
     assert r.status_code == 201, r.text
     campaign: dict[str, Any] = r.json()
     ids = [run["id"] for run in campaign["runs"]]
@@ -134,9 +140,9 @@ def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(fleet: Fle
     assert not result.problems(), result.problems()
     record(2, "control link cut: the node runs its held day offline", result,
            partition_s=round(cut_s), runs_due_offline=len(due_offline),
-           time_scale=SCALE, sessions=HOURS,
+           time_scale=scale, sessions=HOURS,
            fault=(f"control link cut for {round(cut_s)} s: a whole day of {HOURS} hourly "
-                  f"sessions at {SCALE:g}x (issue: 10 min; a day in campaign time, and "
+                  f"sessions at {scale:g}x (issue: 10 min; a day in campaign time, and "
                   "longer than every timeout involved); all ran offline, were spooled, "
                   "and uploaded when the link was back"))
 
@@ -146,3 +152,9 @@ def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(fleet: Fle
     boxes.feed(page.text)
     [hours] = [v for k, v in boxes.charts.items() if "telia" in k.lower()]
     assert sorted(hours) == list(range(HOURS)), hours
+
+
+@pytest.mark.side_by_side("days", offline_day)
+def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(
+        side_by_side: SideBySide) -> None:
+    side_by_side.result(offline_day)

@@ -22,7 +22,7 @@ from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_connections
 from orchestrator.analysis.packets import Packet
 from orchestrator.analysis.pcap import read_capture
-from tests.e2e.conftest import FINAL, Fleet, story
+from tests.e2e.conftest import FINAL, Body, Fleet, SideBySide, story
 from tests.release import page_summary, recomputed_summary
 
 pytestmark = pytest.mark.e2e
@@ -126,43 +126,60 @@ def test_metrics_report_the_fleet(fleet: Fleet) -> None:
     assert "testbed_upload_bytes_total" in text
 
 
-@pytest.mark.parametrize(("node", "interface", "constant"), [
-    ("se-02", "op0", True), ("se-01", "op1", True),
-    ("no-01", "op0", False),  # Telenor's rate changes every compressed hour (20 s)
-])
-def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: str,
-                                          constant: bool) -> None:
+def abw_tat_session(node: str, interface: str, constant: bool) -> Body:
+    """The test below on one SIM; the three run side by side (a few minutes of sessions,
+    one per node, as the demo campaign runs them: the server has an ABw receiver and an
+    iperf3 port for each)."""
+    def session(fleet: Fleet) -> None:
+        run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5, repetitions=1)
+        run = fleet.wait(run_id, FINAL, timeout_s=400)
+        assert run["state"] == "done", story(run)
+        result = fleet.get(f"/api/v1/runs/{run_id}/result")
+        assert result["format"] == "testbed.abw-tat" and "error" not in result
+        kinds = [s["kind"] for s in result["steps"]]
+        assert kinds == ["abw", "tat", "abw", "abw", "tat", "abw"]
+        assert all(s["iface_tx_bytes"] > 0 for s in result["steps"])
+        summary = result["summary"]
+        assert summary["rd"] < 0.15 or not constant, summary
+        assert summary["volume_ratio_iface"] > 8, summary
+        yaz = summary["methods"]["yaz"]
+        assert 0 < yaz["latency_mean_s"] < 1.5, yaz
+        # ingest: the TAT bins and the ABw estimates of this run are in the time-series store
+        deadline = time.monotonic() + 60
+        while not fleet.influx(f"SELECT count(bps) FROM tat WHERE run = '{run_id}'"):
+            assert time.monotonic() < deadline, "run's points never reached InfluxDB"
+            time.sleep(2)
+        [[_, estimates]] = fleet.influx(
+            f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
+        assert estimates == 4  # 4 ABw steps x 1 estimate
+        # the session's points carry its tag, so the ABw-vs-TAT page pairs them
+        [[_, tagged]] = fleet.influx(
+            f"SELECT count(mean_bps) FROM tat_summary WHERE session = '{run_id}'")
+        assert tagged == 2  # the session's two TAT runs
+        page = fleet.http.get("/pages/abw-tat", params={"node": node})
+        assert page.status_code == 200
+        assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
+    session.__name__ = f"abw_tat_session_{node}_{interface}"
+    return session
+
+
+#: One session per operator, each on a node of its own.
+SESSIONS = {(node, interface): abw_tat_session(node, interface, constant)
+            for node, interface, constant in [
+                ("se-02", "op0", True), ("se-01", "op1", True),
+                ("no-01", "op0", False),  # Telenor's rate changes every compressed hour (20 s)
+            ]}
+
+
+@pytest.mark.parametrize("session", [
+    pytest.param(body, id=f"{node}-{interface}",
+                 marks=pytest.mark.side_by_side("abw-tat sessions", body))
+    for (node, interface), body in SESSIONS.items()])
+def test_abw_tat_session_on_each_operator(side_by_side: SideBySide, session: Body) -> None:
     """ABW-TAT-ABW, pause, ABW-TAT-ABW with 20 s runs on each operator, at a fraction
     of TAT's traffic; ABw within 15% of TAT on the constant-rate links (Telenor's
     diurnal link moves between the steps); results reach InfluxDB."""
-    run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5, repetitions=1)
-    run = fleet.wait(run_id, FINAL, timeout_s=400)
-    assert run["state"] == "done", story(run)
-    result = fleet.get(f"/api/v1/runs/{run_id}/result")
-    assert result["format"] == "testbed.abw-tat" and "error" not in result
-    kinds = [s["kind"] for s in result["steps"]]
-    assert kinds == ["abw", "tat", "abw", "abw", "tat", "abw"]
-    assert all(s["iface_tx_bytes"] > 0 for s in result["steps"])
-    summary = result["summary"]
-    assert summary["rd"] < 0.15 or not constant, summary
-    assert summary["volume_ratio_iface"] > 8, summary
-    yaz = summary["methods"]["yaz"]
-    assert 0 < yaz["latency_mean_s"] < 1.5, yaz
-    # ingest: the TAT bins and the ABw estimates of this run are in the time-series store
-    deadline = time.monotonic() + 60
-    while not fleet.influx(f"SELECT count(bps) FROM tat WHERE run = '{run_id}'"):
-        assert time.monotonic() < deadline, "run's points never reached InfluxDB"
-        time.sleep(2)
-    [[_, estimates]] = fleet.influx(
-        f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
-    assert estimates == 4  # 4 ABw steps x 1 estimate
-    # the session's points carry its tag, so the ABw-vs-TAT page pairs them
-    [[_, tagged]] = fleet.influx(
-        f"SELECT count(mean_bps) FROM tat_summary WHERE session = '{run_id}'")
-    assert tagged == 2  # the session's two TAT runs
-    page = fleet.http.get("/pages/abw-tat", params={"node": node})
-    assert page.status_code == 200
-    assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
+    side_by_side.result(session)
 
 
 def test_abw_tat_session_with_ditg_measures_the_uplink(fleet: Fleet) -> None:
@@ -189,10 +206,8 @@ def test_abw_tat_session_with_ditg_measures_the_uplink(fleet: Fleet) -> None:
     assert {"results/ditg-1-recv.log", "results/ditg-1-bitrate.txt"} <= names
 
 
-def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: Fleet) -> None:
-    """An hourly ABw-TAT-ABw campaign in compressed time (an hour a minute) on two
-    nodes: every session starts in its hour; a SIM capped for two sessions gets the
-    third deferred with a reason, and what it measured stays under its cap."""
+def hourly_campaign(fleet: Fleet) -> None:
+    """The test below, run side by side with test_alerting's stopped node (no-01)."""
     def submit(spec: dict[str, Any]) -> dict[str, Any]:
         r = fleet.http.post("/api/v1/campaigns", json=spec)
         assert r.status_code == 201, r.text
@@ -231,41 +246,44 @@ def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(fleet: F
     r = fleet.http.put("/api/v1/nodes/se-02/interfaces/op0/quota",
                        json={"cap_bytes": cap, "reset_day": 1, "margin": 0.05})
     assert r.status_code == 200, r.text
+    try:
+        # The planner keeps the anchor in whole seconds (sessions are named by whole-second
+        # starts), so the wall-clock hours below start from the same truncated instant.
+        anchor = datetime.now(UTC).replace(microsecond=0)
+        start = anchor + timedelta(minutes=20)  # 20 s of wall time from now
+        out = submit(spec("hourly", start, anchor))
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for run in out["runs"]:
+            by_node.setdefault(run["node"], []).append(run)
+        assert len(by_node["se-01"]) == 3 and len(by_node["se-02"]) == 2, out["runs"]
+        deferred = [d for d in out["decisions"] if d["node"] == "se-02"]
+        assert deferred and deferred[0]["code"] == "sim_cap", out["decisions"]
+        assert "cap" in deferred[0]["message"]
 
-    # The planner keeps the anchor in whole seconds (sessions are named by whole-second
-    # starts), so the wall-clock hours below start from the same truncated instant.
-    anchor = datetime.now(UTC).replace(microsecond=0)
-    start = anchor + timedelta(minutes=20)  # 20 s of wall time from now
-    out = submit(spec("hourly", start, anchor))
-    by_node: dict[str, list[dict[str, Any]]] = {}
-    for run in out["runs"]:
-        by_node.setdefault(run["node"], []).append(run)
-    assert len(by_node["se-01"]) == 3 and len(by_node["se-02"]) == 2, out["runs"]
-    deferred = [d for d in out["decisions"] if d["node"] == "se-02"]
-    assert deferred and deferred[0]["code"] == "sim_cap", out["decisions"]
-    assert "cap" in deferred[0]["message"]
-
-    for run in out["runs"]:
-        done = fleet.wait(run["id"], FINAL, timeout_s=300)
-        assert done["state"] == "done", story(done)
-        # on schedule: it started inside its (compressed) hour
-        session = datetime.fromisoformat(run["session"])
-        hour_start = anchor + (session - anchor) / 60
-        started = next(datetime.fromisoformat(e["at"]) for e in done["events"]
-                       if e["state"] == "running")
-        assert hour_start <= started < hour_start + timedelta(seconds=60), (run, started)
-        result = fleet.get(f"/api/v1/runs/{run['id']}/result")
-        assert [step["kind"] for step in result["steps"]] == ["abw", "tat", "abw"], result
-    quota = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")
-    assert 0 < quota["used"] <= cap, quota
-    # the CLI's key figures: each session's TAT and ABw rates and their difference
-    table = fleet.cli("results", out["id"]).splitlines()
-    for run in out["runs"]:
-        [line] = [row for row in table if row.startswith(run["id"])]
-        assert line.count("Mbit/s") == 2 and "%" in line, line
-    # An open-data release of the campaign, built and verified where the orchestrator
-    # runs; the ABw-TAT figures recomputed from its tables alone equal the page's.
-    check_release(fleet, out["id"], runs=len(out["runs"]))
+        for run in out["runs"]:
+            done = fleet.wait(run["id"], FINAL, timeout_s=300)
+            assert done["state"] == "done", story(done)
+            # on schedule: it started inside its (compressed) hour
+            session = datetime.fromisoformat(run["session"])
+            hour_start = anchor + (session - anchor) / 60
+            started = next(datetime.fromisoformat(e["at"]) for e in done["events"]
+                           if e["state"] == "running")
+            assert hour_start <= started < hour_start + timedelta(seconds=60), (run, started)
+            result = fleet.get(f"/api/v1/runs/{run['id']}/result")
+            assert [step["kind"] for step in result["steps"]] == ["abw", "tat", "abw"], result
+        quota = fleet.get("/api/v1/nodes/se-02/interfaces/op0/quota")
+        assert 0 < quota["used"] <= cap, quota
+        # the CLI's key figures: each session's TAT and ABw rates and their difference
+        table = fleet.cli("results", out["id"]).splitlines()
+        for run in out["runs"]:
+            [line] = [row for row in table if row.startswith(run["id"])]
+            assert line.count("Mbit/s") == 2 and "%" in line, line
+        # An open-data release of the campaign, built and verified where the orchestrator
+        # runs; the ABw-TAT figures recomputed from its tables alone equal the page's.
+        check_release(fleet, out["id"], runs=len(out["runs"]))
+    finally:  # the other tests' runs on this SIM need a cap with room
+        fleet.http.put("/api/v1/nodes/se-02/interfaces/op0/quota",
+                       json={"cap_bytes": 2_000_000_000, "reset_day": 1, "margin": 0.05})
 
 
 def check_release(fleet: Fleet, campaign: str, *, runs: int) -> None:
@@ -290,3 +308,12 @@ def check_release(fleet: Fleet, campaign: str, *, runs: int) -> None:
     assert page.status_code == 200
     shown = page_summary(page.text)
     assert shown and recomputed == shown  # RD and volume ratio per operator, and the rest
+
+
+@pytest.mark.side_by_side("minutes", hourly_campaign)
+def test_compressed_hourly_campaign_runs_on_schedule_within_a_tight_cap(
+        side_by_side: SideBySide) -> None:
+    """An hourly ABw-TAT-ABw campaign in compressed time (an hour a minute) on two
+    nodes: every session starts in its hour; a SIM capped for two sessions gets the
+    third deferred with a reason, and what it measured stays under its cap."""
+    side_by_side.result(hourly_campaign)
