@@ -22,7 +22,7 @@ from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.flows import analyse_capture, analyse_flow, tcp_connections
 from orchestrator.analysis.packets import Packet
 from orchestrator.analysis.pcap import read_capture
-from tests.e2e.conftest import FINAL, Body, Fleet, SideBySide, story
+from tests.e2e.conftest import FINAL, Fleet, SideBySide, story
 from tests.release import page_summary, recomputed_summary
 
 pytestmark = pytest.mark.e2e
@@ -126,60 +126,43 @@ def test_metrics_report_the_fleet(fleet: Fleet) -> None:
     assert "testbed_upload_bytes_total" in text
 
 
-def abw_tat_session(node: str, interface: str, constant: bool) -> Body:
-    """The test below on one SIM; the three run side by side (a few minutes of sessions,
-    one per node, as the demo campaign runs them: the server has an ABw receiver and an
-    iperf3 port for each)."""
-    def session(fleet: Fleet) -> None:
-        run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5, repetitions=1)
-        run = fleet.wait(run_id, FINAL, timeout_s=400)
-        assert run["state"] == "done", story(run)
-        result = fleet.get(f"/api/v1/runs/{run_id}/result")
-        assert result["format"] == "testbed.abw-tat" and "error" not in result
-        kinds = [s["kind"] for s in result["steps"]]
-        assert kinds == ["abw", "tat", "abw", "abw", "tat", "abw"]
-        assert all(s["iface_tx_bytes"] > 0 for s in result["steps"])
-        summary = result["summary"]
-        assert summary["rd"] < 0.15 or not constant, summary
-        assert summary["volume_ratio_iface"] > 8, summary
-        yaz = summary["methods"]["yaz"]
-        assert 0 < yaz["latency_mean_s"] < 1.5, yaz
-        # ingest: the TAT bins and the ABw estimates of this run are in the time-series store
-        deadline = time.monotonic() + 60
-        while not fleet.influx(f"SELECT count(bps) FROM tat WHERE run = '{run_id}'"):
-            assert time.monotonic() < deadline, "run's points never reached InfluxDB"
-            time.sleep(2)
-        [[_, estimates]] = fleet.influx(
-            f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
-        assert estimates == 4  # 4 ABw steps x 1 estimate
-        # the session's points carry its tag, so the ABw-vs-TAT page pairs them
-        [[_, tagged]] = fleet.influx(
-            f"SELECT count(mean_bps) FROM tat_summary WHERE session = '{run_id}'")
-        assert tagged == 2  # the session's two TAT runs
-        page = fleet.http.get("/pages/abw-tat", params={"node": node})
-        assert page.status_code == 200
-        assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
-    session.__name__ = f"abw_tat_session_{node}_{interface}"
-    return session
-
-
-#: One session per operator, each on a node of its own.
-SESSIONS = {(node, interface): abw_tat_session(node, interface, constant)
-            for node, interface, constant in [
-                ("se-02", "op0", True), ("se-01", "op1", True),
-                ("no-01", "op0", False),  # Telenor's rate changes every compressed hour (20 s)
-            ]}
-
-
-@pytest.mark.parametrize("session", [
-    pytest.param(body, id=f"{node}-{interface}",
-                 marks=pytest.mark.side_by_side("abw-tat sessions", body))
-    for (node, interface), body in SESSIONS.items()])
-def test_abw_tat_session_on_each_operator(side_by_side: SideBySide, session: Body) -> None:
+@pytest.mark.parametrize(("node", "interface", "constant"), [
+    ("se-02", "op0", True), ("se-01", "op1", True),
+    ("no-01", "op0", False),  # Telenor's rate changes every compressed hour (20 s)
+])
+def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: str,
+                                          constant: bool) -> None:
     """ABW-TAT-ABW, pause, ABW-TAT-ABW with 20 s runs on each operator, at a fraction
     of TAT's traffic; ABw within 15% of TAT on the constant-rate links (Telenor's
     diurnal link moves between the steps); results reach InfluxDB."""
-    side_by_side.result(session)
+    run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5, repetitions=1)
+    run = fleet.wait(run_id, FINAL, timeout_s=400)
+    assert run["state"] == "done", story(run)
+    result = fleet.get(f"/api/v1/runs/{run_id}/result")
+    assert result["format"] == "testbed.abw-tat" and "error" not in result
+    kinds = [s["kind"] for s in result["steps"]]
+    assert kinds == ["abw", "tat", "abw", "abw", "tat", "abw"]
+    assert all(s["iface_tx_bytes"] > 0 for s in result["steps"])
+    summary = result["summary"]
+    assert summary["rd"] < 0.15 or not constant, summary
+    assert summary["volume_ratio_iface"] > 8, summary
+    yaz = summary["methods"]["yaz"]
+    assert 0 < yaz["latency_mean_s"] < 1.5, yaz
+    # ingest: the TAT bins and the ABw estimates of this run are in the time-series store
+    deadline = time.monotonic() + 60
+    while not fleet.influx(f"SELECT count(bps) FROM tat WHERE run = '{run_id}'"):
+        assert time.monotonic() < deadline, "run's points never reached InfluxDB"
+        time.sleep(2)
+    [[_, estimates]] = fleet.influx(
+        f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
+    assert estimates == 4  # 4 ABw steps x 1 estimate
+    # the session's points carry its tag, so the ABw-vs-TAT page pairs them
+    [[_, tagged]] = fleet.influx(
+        f"SELECT count(mean_bps) FROM tat_summary WHERE session = '{run_id}'")
+    assert tagged == 2  # the session's two TAT runs
+    page = fleet.http.get("/pages/abw-tat", params={"node": node})
+    assert page.status_code == 200
+    assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
 
 
 def test_abw_tat_session_with_ditg_measures_the_uplink(fleet: Fleet) -> None:
