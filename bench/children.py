@@ -43,6 +43,7 @@ def per_size(doc: str, script: str, one: Callable[[int], Figures],
         out = subprocess.run([sys.executable, script, *passed, "--child", str(n)],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
         rows.append(json.loads(out.splitlines()[-1]))
+        print(f"# {n} nodes: {out.splitlines()[-1]}", file=sys.stderr, flush=True)
     return rows, args
 
 
