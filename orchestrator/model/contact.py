@@ -77,6 +77,18 @@ class Slot:
         return now > self.deadline + timedelta(seconds=self.grace_s)
 
 
+def end_overdue(*, deadline: datetime, grace_s: float, now: datetime, serving_since: datetime,
+                back_at: datetime | None) -> bool:
+    """Whether a run its node is heard from has failed to report an end in time: past
+    its deadline plus the grace, counted from the orchestrator's start at the earliest
+    (``serving_since``: no node can report to an orchestrator that is down). A run back
+    from out of contact (``back_at``: its last report, the node replaying what it did
+    offline, e.g. ``deploying`` long after the deadline) gets the grace from that
+    report, not from the deadline, or it would fail between two replayed reports."""
+    since = max(deadline, serving_since, back_at or deadline)
+    return now > since + timedelta(seconds=grace_s)
+
+
 def on_silence(state: RunState, *, node_offline: bool, silent_since: datetime | None,
                now: datetime, horizon: Horizon, slot: Slot | None = None,
                last_heard: datetime | None = None) -> Silence:

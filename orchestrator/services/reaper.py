@@ -6,7 +6,8 @@
   stays held), and fails only after ``unreachable_horizon_s`` without word
   (``model.contact``); an assigned run not yet due waits; an uploading run waits: its
   bundle is in the node's spool;
-- a run still active past its deadline plus a grace, its node heard from since the
+- a run still active past its deadline plus a grace (for a run back from out of
+  contact, a grace after its last report), its node heard from since the
   deadline, fails (a node silent since then is out of contact: the rule above);
 - a scheduled run never picked up expires;
 - a cancelled run whose reservation is held for its node's word (it may have run it
@@ -27,6 +28,7 @@ from orchestrator.model.contact import (
     Silence,
     Slot,
     due_unreachable_reason,
+    end_overdue,
     held_cancel_expired,
     held_cancel_horizon_reason,
     horizon_reason,
@@ -62,7 +64,6 @@ def reap(ctx: Context) -> int:
     """One pass; returns how many runs it moved (ended, or made unreachable)."""
     now = ctx.clock.now()
     health = ctx.settings.health
-    grace = timedelta(seconds=health.deadline_grace_s)
     expire = timedelta(seconds=ctx.settings.scheduling.expire_after_s)
     ended = kept = 0
     horizon = Horizon(health.unreachable_horizon_s)
@@ -95,7 +96,10 @@ def reap(ctx: Context) -> int:
                 transition(s, run, RunState.FAILED, reason, source="orchestrator", at=now)
                 ended += 1
             elif (RunState(run.state) != RunState.UNREACHABLE
-                  and now > max(run.deadline, ctx.started_at) + grace):
+                  and end_overdue(deadline=run.deadline, grace_s=health.deadline_grace_s,
+                                  now=now, serving_since=ctx.started_at,
+                                  back_at=(run.state_at if run.out_of_contact_s is not None
+                                           else None))):
                 transition(
                     s,
                     run,

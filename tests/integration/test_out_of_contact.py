@@ -84,6 +84,11 @@ def test_node_back_reports_and_uploads_and_the_run_is_done_charged_what_it_measu
     # back: still running, then finished; it reports the bytes it measured, and uploads
     api.heartbeat(token, running=[run["id"]])
     assert shown(api, run["id"])["state"] == "running"
+    # Long past its deadline, but back in contact and reporting: the reaper gives it a
+    # grace from that report, not from the deadline (it would fail between two of the
+    # node's replayed reports otherwise).
+    assert _reap(api) == 0 and shown(api, run["id"])["state"] == "running"
+    api.clock.advance(5)
     report(api, token, run["id"], "uploading", MEASURED)
     assert _upload(api, token, run["id"], tmp_path)["complete"]
     got = shown(api, run["id"])
@@ -141,3 +146,17 @@ def test_a_restarted_agent_is_told_of_its_unreachable_run_and_its_failure_is_fin
     assert api.report(token, run["id"], "running").status_code == 409  # final stays final
     api.clock.advance(timedelta(days=8).total_seconds())
     assert _reap(api) == 0
+
+
+def test_a_run_back_from_out_of_contact_that_then_says_nothing_fails_after_a_grace(
+        api: Api) -> None:
+    token, run = started_run(api)
+    _silence(api)
+    api.clock.advance(99)
+    api.heartbeat(token, running=[run["id"]])  # back, and still running, it says
+    assert _reap(api) == 0
+    api.clock.advance(api.settings.health.deadline_grace_s + 1)
+    api.heartbeat(token, running=[run["id"]])  # heard from, but no end reported
+    assert _reap(api) == 1
+    got = shown(api, run["id"])
+    assert got["state"] == "failed" and "no end reported by the deadline" in got["reason"]

@@ -12,6 +12,7 @@ from orchestrator.model.contact import (
     Silence,
     Slot,
     cancel_holds_reservation,
+    end_overdue,
     fmt_span,
     held_cancel_expired,
     horizon_reason,
@@ -170,3 +171,20 @@ def test_a_held_cancel_is_settled_at_the_horizon_from_the_cancellation() -> None
     assert not held_cancel_expired(cancelled_at=NOW - timedelta(days=7) + timedelta(seconds=1),
                                    now=NOW, horizon=WEEK)
     assert held_cancel_expired(cancelled_at=NOW - timedelta(days=7), now=NOW, horizon=WEEK)
+
+
+def test_a_run_back_from_out_of_contact_gets_its_grace_from_its_last_report() -> None:
+    deadline = NOW
+    late = NOW + timedelta(minutes=10)  # long past the deadline and its 30 s grace
+    assert end_overdue(deadline=deadline, grace_s=30, now=late, serving_since=NOW,
+                       back_at=None)
+    # the node came back and replayed "deploying" 5 s ago: not overdue yet...
+    back = late - timedelta(seconds=5)
+    assert not end_overdue(deadline=deadline, grace_s=30, now=late, serving_since=NOW,
+                           back_at=back)
+    # ...until a grace passes with no further word
+    assert end_overdue(deadline=deadline, grace_s=30, now=back + timedelta(seconds=31),
+                       serving_since=NOW, back_at=back)
+    # and an orchestrator that just started gives every run its grace
+    assert not end_overdue(deadline=deadline, grace_s=30, now=late, serving_since=late,
+                           back_at=None)
