@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import http.client
-import importlib.util
 import json
 import os
 import re
@@ -70,6 +69,7 @@ from testbed_common import wire  # noqa: E402
 from testbed_common.bundle import build_bundle  # noqa: E402
 from tests.integration import influxd, postgres  # noqa: E402
 from tests.integration.live import ADMIN_TOKEN, orchestrator  # noqa: E402
+from tests.recorded import tat_parser  # noqa: E402
 
 RECORDER = REPO / "tests/unit/fixtures/record-iperf3-pcap.sh"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -90,11 +90,7 @@ def record(folder: Path) -> Path:
 
 
 def tat_json(captures: Path) -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location(
-        "tat_parse", REPO / "experiments" / "tat" / "tat_parse.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = tat_parser()
     raw = json.loads((captures / "iperf3.json").read_text())
     result: dict[str, Any] = module.parse_iperf3(raw, direction="downlink", interface="op0",
                                                  server="10.77.1.1", port=5201)
