@@ -176,11 +176,13 @@ class RunPublic(BaseModel):
     #: What the time-series ingest of the run's bundle skipped or found damaged.
     ingest_note: str | None = None
     #: Quota: the SIM (MCC-MNC) reserved against, the reservation, what the agent
-    #: measured and what the ledger charged at settlement (None until then).
+    #: measured, what the ledger charged at settlement and what of that was beyond the
+    #: reservation (None until then).
     mcc_mnc: str | None = None
     reserved_bytes: int | None = None
     measured_bytes: int | None = None
     charged_bytes: int | None = None
+    overrun_bytes: int | None = None
     #: The campaign session (window's nominal start, campaign time) it belongs to.
     session: datetime | None = None
     events: list[RunEventPublic] = []

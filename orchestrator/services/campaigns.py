@@ -146,7 +146,9 @@ def _cancel(s: Session, campaign: Campaign, principal: Principal, now: datetime)
     for run in pending:
         if run.state == RunState.UNREACHABLE and _took_up(s, run):
             continue  # it started on its node: its data is awaited, not cancelled
-        transition(s, run, RunState.CANCELLED, reason, source="user", at=now)
+        # a run handed out meanwhile is still not started: cancelled all the same
+        transition(s, run, RunState.CANCELLED, reason, source="user", at=now,
+                   still_from=NOT_STARTED)
 
 
 def _took_up(s: Session, run: Run) -> bool:

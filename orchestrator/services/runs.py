@@ -10,7 +10,7 @@ and gets a :class:`Conflict`, rather than overwriting the first's move.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import CursorResult, select, update
@@ -38,19 +38,43 @@ from testbed_common.states import FINAL_STATES, RunState, can_move
 #: still be running on its node).
 BOOKED = (RunState.SCHEDULED, RunState.ASSIGNED, RunState.DEPLOYING, RunState.RUNNING,
           RunState.UNREACHABLE)
+#: How many concurrent moves a ``still_from`` move follows before it gives up (each is
+#: a step along the lifecycle, which is short).
+_MOVES_RETRIED = 3
 
 
 def transition(
-    s: Session, run: Run, target: RunState, reason: str, *, source: str, at: datetime
+    s: Session, run: Run, target: RunState, reason: str, *, source: str, at: datetime,
+    still_from: Collection[RunState] = (),
 ) -> None:
+    """Move ``run`` to ``target``, from the state read, with an event saying why.
+
+    A concurrent transaction that moved the run first makes this a :class:`Conflict`,
+    unless the state it moved the run to is in ``still_from``: the states from which
+    the caller's move still stands whatever happened meanwhile (a user's cancel of a
+    run the hand-out just assigned), when the move is made from there instead. A
+    decision drawn from the state read (the reaper's, the hand-out's) passes none.
+    """
     current = RunState(run.state)
-    if not can_move(current, target):
-        raise Conflict(
-            f"run {run.id} is {current.value} ({run.state_reason}); it cannot become "
-            f"{target.value}",
-            state=current.value,
-        )
-    _claim_move(s, run, current, target)
+    for _ in range(_MOVES_RETRIED + 1):
+        current = RunState(run.state)
+        if not can_move(current, target):
+            raise Conflict(
+                f"run {run.id} is {current.value} ({run.state_reason}); it cannot become "
+                f"{target.value}",
+                state=current.value,
+            )
+        if _claim_move(s, run, current, target):
+            break
+        if RunState(run.state) not in still_from:
+            raise Conflict(
+                f"run {run.id} became {run.state} ({run.state_reason}) meanwhile; it "
+                f"cannot become {target.value} from {current.value}",
+                state=run.state,
+            )
+    else:
+        raise Conflict(f"run {run.id} kept moving ({run.state}); try again",
+                       state=run.state)
     if current == RunState.UNREACHABLE and run.silent_since is not None:
         # Word from the node (or the horizon): its silence ends here, summed for the note.
         silent = max(0.0, (at - run.silent_since).total_seconds())
@@ -70,21 +94,18 @@ def transition(
     s.add(RunEvent(run_id=run.id, state=target.value, reason=reason, source=source, at=at))
 
 
-def _claim_move(s: Session, run: Run, current: RunState, target: RunState) -> None:
+def _claim_move(s: Session, run: Run, current: RunState, target: RunState) -> bool:
     """Moves the row from ``current`` only if it is still there: on PostgreSQL a
     concurrent mover holds the row until it commits, and this UPDATE then finds the
-    state it wrote (SQLite has one writer, whose stale readers fail to write)."""
+    state it wrote (SQLite has one writer, whose stale readers fail to write). False,
+    with ``run`` re-read, when it was moved meanwhile."""
     moved: CursorResult[tuple[()]] = s.execute(  # type: ignore[assignment]
         update(Run).where(Run.id == run.id, Run.state == current.value)
         .values(state=target.value).execution_options(synchronize_session=False))
     if moved.rowcount == 1:
-        return
+        return True
     s.refresh(run)
-    raise Conflict(
-        f"run {run.id} became {run.state} ({run.state_reason}) meanwhile; it cannot "
-        f"become {target.value} from {current.value}",
-        state=run.state,
-    )
+    return False
 
 
 def _cancel_holds(s: Session, run: Run, current: RunState) -> bool:
@@ -255,6 +276,8 @@ def cancel_run(ctx: Context, principal: Principal, run_id: str, body: RunCancel)
             f"{body.reason} (by {principal.name})",
             source="user",
             at=ctx.clock.now(),
+            # whatever the run became meanwhile, the user wants it stopped
+            still_from=frozenset(RunState),
         )
         return run_public(run, project.name, with_events=True)
 

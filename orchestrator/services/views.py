@@ -81,6 +81,7 @@ def run_public(run: Run, project: str, *, with_events: bool = False) -> RunPubli
         reserved_bytes=run.reserved_bytes,
         measured_bytes=run.measured_bytes,
         charged_bytes=run.charged_bytes,
+        overrun_bytes=run.overrun_bytes,
         session=run.session_occurrence,
         events=[
             RunEventPublic(state=RunState(e.state), reason=e.reason, source=e.source, at=e.at)

@@ -17,7 +17,9 @@ What counts, and why:
 * *duplicates*: bundle files under the run's folder in the orchestrator's archive,
   beyond one.
 * *non-final*: runs in any state outside :data:`FINAL`.
-* *overrun*: the overrun bytes of every SIM the runs used, from ``/api/v1/quotas``.
+* *overrun*: the bytes the runs measured beyond their reservations (each run's
+  ``overrun_bytes``, which the SIM's ``overrun`` in ``/api/v1/quotas`` sums over its
+  period): the SIM's own figure would count an earlier test's runs on it as well.
 * *charged vs measured*: per run the agent measured (done, or failed as expected with
   its bytes metered), ``|charged - measured| / measured``; the worst. A run expected to
   fail whose measurement is gone (its node died with it) has nothing to compare: it
@@ -126,10 +128,9 @@ def audit(fleet: Fleet, run_ids: Iterable[str], *,
     expected = dict(expected_not_done or {})
     ids = list(run_ids)
     result = Audit(runs=len(ids))
-    sims: set[tuple[str, str]] = set()
     for run_id in ids:
         run: dict[str, Any] = fleet.get(f"/api/v1/runs/{run_id}")
-        sims.add((run["node"], run["interface"]))
+        result.overrun_bytes += run.get("overrun_bytes") or 0
         result.stories.append(story(run))
         if run["state"] not in FINAL:
             result.non_final[run_id] = run["state"]
@@ -149,9 +150,6 @@ def audit(fleet: Fleet, run_ids: Iterable[str], *,
         if check_influx and not _result_in_influx(fleet, run_id):
             result.lost.append(f"{run_id} (done, but no series of it in InfluxDB)")
         _charge(result, run)
-    quotas = fleet.get("/api/v1/quotas")
-    result.overrun_bytes += sum(q["overrun"] for q in quotas["sims"]
-                                if (q["node"], q["interface"]) in sims)
     return result
 
 

@@ -214,7 +214,9 @@ def hourly_campaign(fleet: Fleet) -> None:
     probe = submit(spec("probe", now + timedelta(hours=10), now))
     reserved = max(r["reserved_bytes"] for r in probe["runs"] if r["node"] == "se-02")
     for r in probe["runs"]:
-        fleet.http.post(f"/api/v1/runs/{r['id']}/cancel", json={"reason": "probe"})
+        # (a cancel racing the heartbeat that hands the run out still cancels it)
+        cancelled = fleet.http.post(f"/api/v1/runs/{r['id']}/cancel", json={"reason": "probe"})
+        assert cancelled.status_code == 200, cancelled.text
     # A probe run already handed to its node keeps its reservation until the node says
     # it dropped it (its next heartbeat): wait for every probe run to be settled.
     until = time.monotonic() + 60
