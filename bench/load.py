@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hashlib
 import json
 import multiprocessing as mp
@@ -42,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -180,6 +180,30 @@ def heartbeat_body(i: int) -> dict[str, Any]:
     }
 
 
+class Tally:
+    """What one kind of request measured: each one's latency, from send to answer, and
+    how many failed (an error or an answer that is not a success)."""
+
+    def __init__(self) -> None:
+        self.lat: list[float] = []
+        self.errors = 0
+
+    async def time(self, attempt: Awaitable[bool]) -> bool:
+        """Await ``attempt`` (True: it succeeded); a transport error is a failure."""
+        t0 = time.monotonic()
+        try:
+            ok = await attempt
+        except httpx.HTTPError:
+            ok = False
+        self.lat.append(time.monotonic() - t0)
+        self.errors += not ok
+        return ok
+
+
+async def _ok(answer: Awaitable[httpx.Response]) -> bool:
+    return (await answer).status_code == 200
+
+
 def _pct(lat: list[float], q: float) -> float:
     if not lat:
         return float("nan")
@@ -188,59 +212,41 @@ def _pct(lat: list[float], q: float) -> float:
 
 
 async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[str, Any]:
-    lat: list[float] = []
+    beats = Tally()
     late: list[float] = []
-    errors = 0
     limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as c:
         async def beat(i: int, due: float) -> None:
-            nonlocal errors
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             body = heartbeat_body(i)
-            t0 = time.monotonic()
-            late.append(t0 - due)
-            try:
-                r = await request(c, "POST", "/api/v1/agent/heartbeat", json=body,
-                                 headers={"Authorization": f"Bearer {node_token(i)}"})
-                ok = r.status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            lat.append(time.monotonic() - t0)
-            errors += not ok
+            late.append(time.monotonic() - due)
+            await beats.time(_ok(request(
+                c, "POST", "/api/v1/agent/heartbeat", json=body,
+                headers={"Authorization": f"Bearer {node_token(i)}"})))
 
         tasks = []
-        beats = int(n * seconds / 60)
-        for b in range(beats):
+        for b in range(int(n * seconds / 60)):
             tasks.append(asyncio.create_task(beat(b % n, start + 60.0 * b / n)))
             if len(tasks) % 500 == 0:
                 await asyncio.sleep(0)
         await asyncio.gather(*tasks)
-    return {"lat": lat, "late": late, "errors": errors, "n": len(lat)}
+    return {"lat": beats.lat, "late": late, "errors": beats.errors, "n": len(beats.lat)}
 
 
 async def _readers(c: httpx.AsyncClient, end: float) -> tuple[list[float], int]:
-    lat: list[float] = []
-    errors = 0
+    pages = Tally()
 
     async def reader(r: int) -> None:
-        nonlocal errors
         await asyncio.sleep(READER_PAUSE_S * r / READERS)  # spread, as people arrive
         k = r
         while time.monotonic() < end:
-            t0 = time.monotonic()
-            try:
-                resp = await request(c, "GET", PAGES[k % len(PAGES)],
-                                   headers={"Authorization": f"Bearer {ADMIN}"})
-                ok = resp.status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            lat.append(time.monotonic() - t0)
-            errors += not ok
+            await pages.time(_ok(request(c, "GET", PAGES[k % len(PAGES)],
+                                         headers={"Authorization": f"Bearer {ADMIN}"})))
             k += 1
             await asyncio.sleep(READER_PAUSE_S)
 
     await asyncio.gather(*(reader(r) for r in range(READERS)))
-    return lat, errors
+    return pages.lat, pages.errors
 
 
 def bundles(tmp: Path, count: int) -> list[bytes]:
@@ -258,27 +264,20 @@ def bundles(tmp: Path, count: int) -> list[bytes]:
 
 async def _uploads(c: httpx.AsyncClient, data: list[bytes], start: float
                    ) -> tuple[list[float], int, int]:
-    lat: list[float] = []
-    errors = 0
+    uploads = Tally()
     sent = 0
 
     async def upload(i: int) -> None:
-        nonlocal errors, sent
+        nonlocal sent
         await asyncio.sleep(max(0.0, start + 60.0 * i / UPLOADS_PER_MIN - time.monotonic()))
         url = f"/api/v1/agent/runs/b{i:05d}u/bundle"
         auth = {"Authorization": f"Bearer {node_token(i)}"}
         blob = data[i]
-        t0 = time.monotonic()
-        try:
-            complete = await _send(c, url, auth, blob)
-        except httpx.HTTPError:
-            complete = False
-        lat.append(time.monotonic() - t0)
-        errors += not complete
-        sent += len(blob) if complete else 0
+        if await uploads.time(_send(c, url, auth, blob)):
+            sent += len(blob)
 
     await asyncio.gather(*(upload(i) for i in range(len(data))))
-    return lat, errors, sent
+    return uploads.lat, uploads.errors, sent
 
 
 async def _send(c: httpx.AsyncClient, url: str, auth: dict[str, str], blob: bytes) -> bool:
@@ -295,18 +294,15 @@ async def _send(c: httpx.AsyncClient, url: str, auth: dict[str, str], blob: byte
 
 
 async def _healthz(c: httpx.AsyncClient, start: float, end: float) -> list[float]:
-    lat: list[float] = []
+    probes = Tally()  # a failed probe is counted by the time it waited, as any other
 
     async def probe(due: float) -> None:
         await asyncio.sleep(max(0.0, due - time.monotonic()))
-        t0 = time.monotonic()
-        with contextlib.suppress(httpx.HTTPError):  # counted by the time it waited
-            await request(c, "GET", "/healthz")
-        lat.append(time.monotonic() - t0)
+        await probes.time(_ok(request(c, "GET", "/healthz")))
 
     count = int((end - start) * HEALTHZ_PER_S)
     await asyncio.gather(*(probe(start + k / HEALTHZ_PER_S) for k in range(count)))
-    return lat
+    return probes.lat
 
 
 async def _others(base: str, seconds: float, start: float, tmp: Path) -> dict[str, Any]:

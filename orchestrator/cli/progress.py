@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from orchestrator.model.durations import spoken
 from testbed_common.states import FINAL_STATES, RunState
 
 #: Life-cycle order, so the display reads from "not started" to "over".
@@ -27,19 +28,6 @@ def live_display(*, isatty: bool, term: str | None) -> bool:
     return isatty and (term or "dumb") != "dumb"
 
 
-def duration(seconds: float) -> str:
-    """``75`` -> ``1m15s``; ``3725`` -> ``1h02m``; ``90000`` -> ``1d01h``: short enough
-    for one line per run."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
 def _at(value: Any) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
@@ -50,10 +38,10 @@ def slot(run: Mapping[str, Any], now: datetime) -> str:
         return "over"
     start, end = _at(run["not_before"]), _at(run["deadline"])
     if now < start:
-        return f"slot starts in {duration((start - now).total_seconds())}"
+        return f"slot starts in {spoken((start - now).total_seconds())}"
     if now < end:
-        return f"{duration((end - now).total_seconds())} left of its slot"
-    return f"past its slot by {duration((now - end).total_seconds())}"
+        return f"{spoken((end - now).total_seconds())} left of its slot"
+    return f"past its slot by {spoken((now - end).total_seconds())}"
 
 
 def counts(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -67,7 +55,7 @@ def counts(runs: Sequence[Mapping[str, Any]]) -> str:
 
 def run_line(run: Mapping[str, Any], now: datetime) -> str:
     """One run: what, where, how long in its state, and its slot."""
-    since = duration((now - _at(run["state_at"])).total_seconds())
+    since = spoken((now - _at(run["state_at"])).total_seconds())
     return (f"{run['id']}  {run['node']}/{run['interface']}  {run['experiment']}  "
             f"{run['state']} for {since}, {slot(run, now)}")
 
@@ -75,8 +63,8 @@ def run_line(run: Mapping[str, Any], now: datetime) -> str:
 def summary(runs: Sequence[Mapping[str, Any]], *, waited_s: float, timeout_s: float) -> str:
     """One line: how many runs in which state, how long waited, how long until giving up."""
     final = sum(1 for r in runs if r["state"] in FINAL)
-    return (f"waited {duration(waited_s)} (gives up in "
-            f"{duration(timeout_s - waited_s)}): {final} of {len(runs)} runs final; "
+    return (f"waited {spoken(waited_s)} (gives up in "
+            f"{spoken(timeout_s - waited_s)}): {final} of {len(runs)} runs final; "
             f"{counts(runs)}")
 
 

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from orchestrator.cli import progress
 from orchestrator.cli.client import ApiClient
+from orchestrator.model.durations import spoken
 
 POLL_S = 2.0
 
@@ -56,7 +57,7 @@ def wait(client: ApiClient, run_ids: tuple[str, ...], *, timeout_s: float,
                 last_summary = clock()
         seen = {r["id"]: r["state"] for r in runs}
         if timed_out:
-            out.write(f"gave up after {progress.duration(timeout_s)} (--timeout); "
+            out.write(f"gave up after {spoken(timeout_s)} (--timeout); "
                       "the runs go on: `testbed run show RUN` or wait again\n")
         out.flush()
         if done or timed_out:

@@ -65,55 +65,56 @@ PLACE = (
     _c("operator_name", "string", "Operator's name as the modem reported it"),
     _c("interface", "string", "The node's modem interface (one SIM)"),
 )
-RUN = (
-    _c("campaign", "string", "Campaign id, empty for an ad-hoc run"),
-    _c("run", "string", "Run id"),
-    _c("session", "string", "ABw-TAT-ABw session the run belongs to"),
-)
+CAMPAIGN = _c("campaign", "string", "Campaign id, empty for an ad-hoc run")
+RUN_ID = _c("run", "string", "Run id")
+SESSION = _c("session", "string", "ABw-TAT-ABw session the run belongs to")
+RUN = (CAMPAIGN, RUN_ID, SESSION)
 DIRECTION = _c("direction", "string", "uplink or downlink")
+METHOD = _c("method", "string", "ABw tool")
 
-#: Every field a point table carries: type and unit.
-_FIELDS: dict[str, tuple[str, str, str]] = {
-    "bps": ("number", "bit/s", "Rate in the bin"),
-    "bytes": ("integer", "byte", "Bytes"),
-    "duration_s": ("number", "s", "Duration"),
-    "mean_bps": ("number", "bit/s", "Mean rate of the transfer (receiver)"),
-    "sender_bytes": ("integer", "byte", "Bytes the sender sent (what the SIM paid)"),
-    "retransmits": ("integer", "", "TCP retransmissions the sender counted"),
-    "bins": ("integer", "", "Rate bins of the transfer"),
-    "policing": ("string", "", "Policing profile of the transfer"),
-    "stable_bps": ("number", "bit/s", "Rate after the policing profile settled"),
-    "time_to_90_s": ("number", "s", "Time to 90% of the stable rate"),
-    "peak_bps": ("number", "bit/s", "Peak rate before policing"),
-    "drop_s": ("number", "s", "When the rate dropped to the policed rate"),
-    "estimate_bps": ("number", "bit/s", "Available-bandwidth estimate"),
-    "low_bps": ("number", "bit/s", "Lower bound of the estimate"),
-    "high_bps": ("number", "bit/s", "Upper bound of the estimate"),
-    "latency_s": ("number", "s", "Time the estimate took"),
-    "packets_sent": ("integer", "", "Probe packets sent"),
-    "loss": ("number", "1", "Probe loss ratio"),
-    "rtt_s": ("number", "s", "Round-trip time"),
-    "step": ("integer", "", "Session step of the estimate, empty for a plain ABw run"),
-    "rssi": ("number", "dBm", "Received signal strength"),
-    "rsrp": ("number", "dBm", "Reference signal received power"),
-    "rsrq": ("number", "dB", "Reference signal received quality"),
-    "sinr": ("number", "dB", "Signal to interference and noise ratio"),
-    "cell_id": ("integer", "", "Serving cell id"),
-    "band": ("string", "", "Radio band"),
-    "rat": ("string", "", "Radio access technology (3G, 4G, 5G)"),
-    "lat": ("number", "degree", "Latitude, WGS 84, coarsened to the release's grid"),
-    "lon": ("number", "degree", "Longitude, WGS 84, coarsened to the release's grid"),
-    "alt_m": ("number", "m", "Altitude"),
-    "speed_mps": ("number", "m/s", "Speed"),
-    "cpu_pct": ("number", "%", "CPU use"),
-    "mem_pct": ("number", "%", "Memory use"),
-    "temperature_c": ("number", "degree Celsius", "Temperature"),
-    "disk_free_bytes": ("integer", "byte", "Free disk space"),
-}
+#: Every field a point table may carry, declared as every other column; a point
+#: table names the ones it keeps (:func:`_fields`).
+_FIELDS: dict[str, Column] = {c.name: c for c in (
+    _c("bps", "number", "Rate in the bin", "bit/s"),
+    _c("bytes", "integer", "Bytes", "byte"),
+    _c("duration_s", "number", "Duration", "s"),
+    _c("mean_bps", "number", "Mean rate of the transfer (receiver)", "bit/s"),
+    _c("sender_bytes", "integer", "Bytes the sender sent (what the SIM paid)", "byte"),
+    _c("retransmits", "integer", "TCP retransmissions the sender counted"),
+    _c("bins", "integer", "Rate bins of the transfer"),
+    _c("policing", "string", "Policing profile of the transfer"),
+    _c("stable_bps", "number", "Rate after the policing profile settled", "bit/s"),
+    _c("time_to_90_s", "number", "Time to 90% of the stable rate", "s"),
+    _c("peak_bps", "number", "Peak rate before policing", "bit/s"),
+    _c("drop_s", "number", "When the rate dropped to the policed rate", "s"),
+    _c("estimate_bps", "number", "Available-bandwidth estimate", "bit/s"),
+    _c("low_bps", "number", "Lower bound of the estimate", "bit/s"),
+    _c("high_bps", "number", "Upper bound of the estimate", "bit/s"),
+    _c("latency_s", "number", "Time the estimate took", "s"),
+    _c("packets_sent", "integer", "Probe packets sent"),
+    _c("loss", "number", "Probe loss ratio", "1"),
+    _c("rtt_s", "number", "Round-trip time", "s"),
+    _c("step", "integer", "Session step of the estimate, empty for a plain ABw run"),
+    _c("rssi", "number", "Received signal strength", "dBm"),
+    _c("rsrp", "number", "Reference signal received power", "dBm"),
+    _c("rsrq", "number", "Reference signal received quality", "dB"),
+    _c("sinr", "number", "Signal to interference and noise ratio", "dB"),
+    _c("cell_id", "integer", "Serving cell id"),
+    _c("band", "string", "Radio band"),
+    _c("rat", "string", "Radio access technology (3G, 4G, 5G)"),
+    _c("lat", "number", "Latitude, WGS 84, coarsened to the release's grid", "degree"),
+    _c("lon", "number", "Longitude, WGS 84, coarsened to the release's grid", "degree"),
+    _c("alt_m", "number", "Altitude", "m"),
+    _c("speed_mps", "number", "Speed", "m/s"),
+    _c("cpu_pct", "number", "CPU use", "%"),
+    _c("mem_pct", "number", "Memory use", "%"),
+    _c("temperature_c", "number", "Temperature", "degree Celsius"),
+    _c("disk_free_bytes", "integer", "Free disk space", "byte"),
+)}
 
 
 def _fields(*names: str) -> tuple[Column, ...]:
-    return tuple(_c(n, _FIELDS[n][0], _FIELDS[n][2], _FIELDS[n][1]) for n in names)
+    return tuple(_FIELDS[n] for n in names)
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,6 @@ def _point_table(name: str, title: str, description: str, measurement: str,
     return PointTable(TableSpec(name, title, description, columns, key), measurement,
                       tuple(t.name for t in tags), fields)
 
-
-METHOD = _c("method", "string", "ABw tool")
 
 POINT_TABLES = (
     _point_table("tat_bins", "TAT bins", "Each TAT transfer's receiver rate per bin "
@@ -162,9 +161,7 @@ POINT_TABLES = (
 RUNS = TableSpec(
     "runs", "Runs", "One row per run in the release: where, what and how it ended",
     (
-        _c("run", "string", "Run id"),
-        _c("campaign", "string", "Campaign id, empty for an ad-hoc run"),
-        *PLACE, ZONE,
+        RUN_ID, CAMPAIGN, *PLACE, ZONE,
         _c("experiment", "string", "Experiment name in the catalogue"),
         _c("experiment_version", "integer", "Experiment version"),
         _c("image", "string", "Container image of the experiment"),
@@ -174,7 +171,7 @@ RUNS = TableSpec(
         _c("state", "string", "Final state: done, failed, cancelled or expired"),
         _c("bytes", "integer", "Bytes the run moved on its interface, both directions",
            "byte"),
-        _c("session", "string", "ABw-TAT-ABw session the run belongs to"),
+        SESSION,
     ),
     ("run",),
 )
@@ -188,7 +185,7 @@ SESSIONS = TableSpec(
         _c("country", "string", "Country of the node"),
         _c("operator", "string", "Operator of the SIM as MCC-MNC"),
         _c("operator_name", "string", "Operator's name"),
-        _c("method", "string", "ABw tool"),
+        METHOD,
         _c("tat_bps", "number", "TAT mean rate", "bit/s"),
         _c("abw_bps", "number", "Mean of the paired ABw run's estimates", "bit/s"),
         _c("rd", "number", "Relative difference |TAT - ABw| / TAT", "1"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from orchestrator.model.durations import spoken
 from testbed_common.states import RunState
 
 #: Runs that go ``unreachable`` when their node falls silent: the node took them up
@@ -24,24 +25,6 @@ KEPT_THROUGH_SILENCE = frozenset({RunState.DEPLOYING, RunState.RUNNING})
 #: States that show the node took a run up (its reports arrive in order, so a run it
 #: started offline passes through one of them before any end it reports).
 TOOK_UP = frozenset({RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING})
-
-
-def fmt_span(seconds: float) -> str:
-    """A duration as people say it: "40 s", "1 min 40 s", "2 h 5 min", "7 days"."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        m, rest = divmod(s, 60)
-        return f"{m} min {rest} s" if rest else f"{m} min"
-    if s < 86400:
-        h, rest = divmod(s, 3600)
-        m = rest // 60
-        return f"{h} h {m} min" if m else f"{h} h"
-    d, rest = divmod(s, 86400)
-    h = rest // 3600
-    days = f"{d} day" + ("s" if d != 1 else "")
-    return f"{days} {h} h" if h else days
 
 
 class Silence(StrEnum):
@@ -176,7 +159,7 @@ def dropped_note(node_id: str) -> str:
 def held_cancel_horizon_reason(node_id: str, *, cancelled_at: datetime,
                                horizon: Horizon) -> str:
     return (f"no word from node {node_id} about the cancelled run for "
-            f"{fmt_span(horizon.seconds)} since the cancellation at "
+            f"{spoken(horizon.seconds)} since the cancellation at "
             f"{cancelled_at.isoformat()}: it may have run unseen; the whole reservation "
             "is charged")
 
@@ -184,14 +167,14 @@ def held_cancel_horizon_reason(node_id: str, *, cancelled_at: datetime,
 def unreachable_reason(node_id: str, *, last_heard: str, horizon: Horizon) -> str:
     return (f"node {node_id} fell silent while holding the run (last heartbeat {last_heard}); "
             "the run is kept: the node may finish it offline and upload its bundle when back; "
-            f"it fails after {fmt_span(horizon.seconds)} without word")
+            f"it fails after {spoken(horizon.seconds)} without word")
 
 
 def due_unreachable_reason(node_id: str, *, last_heard: str, horizon: Horizon) -> str:
     return (f"node {node_id} was out of contact when the run fell due (last heartbeat "
             f"{last_heard}); the run is kept: the node holds it and may run it offline, "
             "uploading its bundle when back; it fails after "
-            f"{fmt_span(horizon.seconds)} without word")
+            f"{spoken(horizon.seconds)} without word")
 
 
 def ran_after_cancel_note(node_id: str, *, ran_at: str | None, cancelled_at: str) -> str:
@@ -202,7 +185,7 @@ def ran_after_cancel_note(node_id: str, *, ran_at: str | None, cancelled_at: str
 
 
 def horizon_reason(node_id: str, *, silent_since: datetime, horizon: Horizon) -> str:
-    return (f"no word from node {node_id} for {fmt_span(horizon.seconds)} since "
+    return (f"no word from node {node_id} for {spoken(horizon.seconds)} since "
             f"{silent_since.isoformat()}; the whole reservation stays charged")
 
 
@@ -210,4 +193,4 @@ def out_of_contact_note(node_id: str, seconds: float | None) -> str | None:
     """The note a run carries when its node was out of contact during it, else None."""
     if not seconds:
         return None
-    return f"node {node_id} out of contact for {fmt_span(seconds)} during the run"
+    return f"node {node_id} out of contact for {spoken(seconds)} during the run"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
+from orchestrator.model.expiry import expired
+
 
 @dataclass(frozen=True)
 class Lease:
@@ -34,7 +36,7 @@ def claim(current: Lease | None, me: str, now: datetime) -> Claim:
         return Claim.TAKE
     if current.holder == me:
         return Claim.RENEW
-    if current.expires_at <= now:
+    if expired(current.expires_at, now):
         return Claim.TAKE
     return Claim.WAIT
 

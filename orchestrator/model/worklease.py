@@ -5,8 +5,9 @@ apply them to runs in the database, in one conditional statement each, so that t
 workers deciding at once cannot both win.
 
 A claim is an owner (a worker's id) and the time its lease ends. Work is free when no
-one claims it or the lease has ended: a worker that died is taken over once its lease
-is out, not before (a slow worker is not a dead one). A worker keeps what it holds by
+one claims it or the lease has ended (:func:`orchestrator.model.expiry.expired`, the
+rule of every lease): a worker that died is taken over once its lease is out, not
+before (a slow worker is not a dead one). A worker keeps what it holds by
 renewing before the lease ends, and may renew even after it ended as long as no other
 worker took the work over; it can finish only what it still holds.
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from orchestrator.model.expiry import expired
 
 #: Characters of a worker's id, the width of the column that stores it.
 OWNER_MAX = 64
@@ -28,7 +31,7 @@ class Claim:
 
 def is_free(claim: Claim, now: datetime) -> bool:
     """Whether a worker may take the work now: unclaimed, or its lease has ended."""
-    return claim.owner is None or claim.until is None or claim.until < now
+    return claim.owner is None or claim.until is None or expired(claim.until, now)
 
 
 def holds(claim: Claim, owner: str) -> bool:

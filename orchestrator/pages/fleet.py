@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from orchestrator.model.durations import spoken
 from orchestrator.pages.views import Page, Section, Table
 from orchestrator.schemas import NodePublic, SimQuotaPublic
 
@@ -28,12 +29,7 @@ def _bytes(n: int | None) -> str:
 def _ago(then: datetime | None, now: datetime) -> str:
     if then is None:
         return "never"
-    s = max(0, int((now - then).total_seconds()))
-    if s < 120:
-        return f"{s} s ago"
-    if s < 7200:
-        return f"{s // 60} min ago"
-    return f"{s // 3600} h ago"
+    return f"{spoken((now - then).total_seconds())} ago"
 
 
 def _pct(used: int, limit: int | None) -> str:

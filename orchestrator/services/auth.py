@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Forbidden, Unauthorized
+from orchestrator.model.expiry import expired
 from orchestrator.services.context import Context
 from orchestrator.settings import Settings
 from orchestrator.store.tables import ApiToken, Node, User
@@ -81,7 +82,7 @@ def authenticate_user(ctx: Context, token: str | None) -> Principal:
         row = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
         if row is None or row.revoked:
             raise Unauthorized("unknown or revoked API token; ask an administrator for one")
-        if row.expires_at is not None and row.expires_at <= ctx.clock.now():
+        if row.expires_at is not None and expired(row.expires_at, ctx.clock.now()):
             raise Unauthorized(
                 f"API token expired at {row.expires_at.isoformat()}; ask for a new one "
                 "(testbed user token NAME)"

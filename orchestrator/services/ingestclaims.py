@@ -33,6 +33,7 @@ from sqlalchemy.orm import aliased
 
 from orchestrator.model.worklease import lease_end, worker_id
 from orchestrator.services.context import Context
+from orchestrator.store.expiry import expired_sql
 from orchestrator.store.tables import Run
 
 _this_worker: str | None = None
@@ -53,7 +54,7 @@ def _pending(run: type[Run]) -> ColumnElement[bool]:
 def _free(run: type[Run], now: datetime) -> ColumnElement[bool]:
     """:func:`orchestrator.model.worklease.is_free` as SQL."""
     return or_(run.ingest_claim.is_(None), run.ingest_lease_until.is_(None),
-               run.ingest_lease_until < now)
+               expired_sql(run.ingest_lease_until, now))
 
 
 def claim_next(ctx: Context, owner: str, *, lease_s: float) -> str | None:

@@ -16,9 +16,11 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Unauthorized
+from orchestrator.model.expiry import expired
 from orchestrator.model.ids import new_token
 from orchestrator.services.auth import Principal, authenticate_user, hash_token
 from orchestrator.services.context import Context
+from orchestrator.store.expiry import expired_sql
 from orchestrator.store.tables import ApiToken, PageSession
 
 #: How long a sign-in lasts, seconds: a working day.
@@ -34,7 +36,7 @@ def open_session(ctx: Context, token: str | None) -> tuple[str, Principal]:
     now = ctx.clock.now()
     with ctx.db.session() as s:
         # Expired sessions are of no use to anyone: dropped as new ones open.
-        s.execute(delete(PageSession).where(PageSession.expires_at <= now))
+        s.execute(delete(PageSession).where(expired_sql(PageSession.expires_at, now)))
         s.add(PageSession(token_hash=hash_token(secret), user_id=principal.user_id,
                           credential_hash=hash_token(token), created_at=now,
                           expires_at=now + timedelta(seconds=SESSION_S)))
@@ -46,7 +48,7 @@ def _credential_alive(ctx: Context, s: Session, credential_hash: str, now: datet
         return True
     row = s.scalar(select(ApiToken).where(ApiToken.token_hash == credential_hash))
     return (row is not None and not row.revoked
-            and (row.expires_at is None or row.expires_at > now))
+            and (row.expires_at is None or not expired(row.expires_at, now)))
 
 
 def authenticate_session(ctx: Context, secret: str | None) -> Principal:
@@ -55,7 +57,7 @@ def authenticate_session(ctx: Context, secret: str | None) -> Principal:
     now = ctx.clock.now()
     with ctx.db.session() as s:
         row = s.scalar(select(PageSession).where(PageSession.token_hash == hash_token(secret)))
-        if row is None or row.revoked_at is not None or row.expires_at <= now:
+        if row is None or row.revoked_at is not None or expired(row.expires_at, now):
             raise Unauthorized("signed out, or the sign-in expired: sign in again")
         if not _credential_alive(ctx, s, row.credential_hash, now):
             raise Unauthorized("the token this sign-in was opened with was revoked, "

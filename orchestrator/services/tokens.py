@@ -20,6 +20,7 @@ from orchestrator.services.access import may_manage_user
 from orchestrator.services.auth import Principal, hash_token
 from orchestrator.services.context import Context
 from orchestrator.services.views import node_public
+from orchestrator.store.expiry import expired_sql
 from orchestrator.store.tables import ApiToken, Node, PageSession, User
 
 
@@ -73,7 +74,7 @@ def revoke_tokens(ctx: Context, principal: Principal, name: str) -> TokensRevoke
             ApiToken.user_id == user.id, ApiToken.revoked.is_(False))).all()
         sessions = s.scalars(select(PageSession).where(
             PageSession.user_id == user.id, PageSession.revoked_at.is_(None),
-            PageSession.expires_at > now)).all()
+            ~expired_sql(PageSession.expires_at, now))).all()
         for token in tokens:
             token.revoked = True
         for session in sessions:

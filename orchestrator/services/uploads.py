@@ -89,14 +89,19 @@ def _finish_full_part(ctx: Context, s: Session, run: Run, up: Upload) -> None:
         _finalize(ctx, s, run, up)
 
 
-def _drop_part_once_committed(ctx: Context, status: wire.UploadStatus) -> wire.UploadStatus:
+def _drop_part_once_committed(ctx: Context, s: Session, status: wire.UploadStatus) -> None:
     """A complete upload's part is dropped only after the run's bundle is committed:
     should the process stop before, the part still holds every byte, and the agent's
     next call verifies it again instead of sending it all once more."""
-    if status.complete:
-        ctx.archive.reset_part(status.run_id)
-        ctx.archive.drop_upload_lock(status.run_id)
-    return status
+    if not status.complete:
+        return
+    run_id = status.run_id
+
+    def drop() -> None:
+        ctx.archive.reset_part(run_id)
+        ctx.archive.drop_upload_lock(run_id)
+
+    _after_transaction(s, committed=drop)
 
 
 @contextmanager
@@ -125,7 +130,8 @@ def create_upload(
         with ctx.db.session() as s:
             node = authenticate_node(s, token)
             status = _declare(ctx, s, _run_of_node(s, node, run_id), body)
-        return _drop_part_once_committed(ctx, status)
+            _drop_part_once_committed(ctx, s, status)
+        return status
 
 
 def _declare(ctx: Context, s: Session, run: Run, body: wire.UploadCreate) -> wire.UploadStatus:
@@ -185,7 +191,8 @@ def append_chunk(
         with ctx.db.session() as s:
             run, up = _declared_upload(s, token, run_id)
             status = _append(ctx, s, run, up, offset=offset, data=data)
-        return _drop_part_once_committed(ctx, status)
+            _drop_part_once_committed(ctx, s, status)
+        return status
 
 
 def _append(
@@ -293,11 +300,13 @@ def bundle_limits(ctx: Context) -> BundleLimits:
     return BundleLimits(max_unpacked_bytes=ctx.settings.uploads.max_unpacked_bytes)
 
 
-def _after_transaction(s: Session, *, rolled_back: Callable[[], None]) -> None:
-    """Run ``rolled_back`` once the request's transaction rolls back (whatever raised,
-    the commit included), and never once it has committed. Files follow the rows: the
-    archived bundle is removed when its row is not committed (the uploaded part is
-    removed only when it is: :func:`_drop_part_once_committed`)."""
+def _after_transaction(s: Session, *, committed: Callable[[], None] | None = None,
+                       rolled_back: Callable[[], None] | None = None) -> None:
+    """Run ``committed`` once the request's transaction has committed, or ``rolled_back``
+    once it rolls back (whatever raised, the commit included): one of them, once. Files
+    follow the rows: the archived bundle is removed when its row is not committed
+    (:func:`_finalize`), the uploaded part only when it is
+    (:func:`_drop_part_once_committed`)."""
     settled = False
 
     def on(action: Callable[[], None] | None) -> Callable[[Session], None]:
@@ -309,7 +318,7 @@ def _after_transaction(s: Session, *, rolled_back: Callable[[], None]) -> None:
                     action()
         return handler
 
-    event.listen(s, "after_commit", on(None), once=True)
+    event.listen(s, "after_commit", on(committed), once=True)
     event.listen(s, "after_rollback", on(rolled_back), once=True)
 
 

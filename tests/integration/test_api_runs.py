@@ -142,5 +142,5 @@ def test_run_wait_shows_progress_on_stderr_and_the_table_on_stdout(
     out = api.cli(monkeypatch, "run", "wait", "--timeout", "0", gone["id"], waiting["id"])
     assert out.exit_code == 1
     assert f"{waiting['id']} se-01/op1 tat: scheduled" in out.stderr
-    assert "gave up after 0s (--timeout)" in out.stderr
+    assert "gave up after 0 s (--timeout)" in out.stderr
     assert [ln.split()[4] for ln in out.stdout.splitlines()[1:]] == ["cancelled", "scheduled"]

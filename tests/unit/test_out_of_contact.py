@@ -13,7 +13,6 @@ from orchestrator.model.contact import (
     Slot,
     cancel_holds_reservation,
     end_overdue,
-    fmt_span,
     held_cancel_expired,
     horizon_reason,
     on_silence,
@@ -113,15 +112,6 @@ def test_an_unreachable_run_fails_only_at_the_horizon(silent_for: timedelta,
     for offline in (True, False):
         assert on_silence(S.UNREACHABLE, node_offline=offline, silent_since=NOW - silent_for,
                           now=NOW, horizon=WEEK) == expected
-
-
-@pytest.mark.parametrize(("seconds", "words"), [
-    (0, "0 s"), (40, "40 s"), (100, "1 min 40 s"), (120, "2 min"), (3600, "1 h"),
-    (7500, "2 h 5 min"), (86400, "1 day"), (7 * 86400, "7 days"), (2 * 86400 + 7200,
-                                                                   "2 days 2 h"),
-])
-def test_spans_are_said_as_people_say_them(seconds: float, words: str) -> None:
-    assert fmt_span(seconds) == words
 
 
 def test_the_notes_name_the_node_and_the_silence() -> None:

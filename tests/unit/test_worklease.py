@@ -15,7 +15,7 @@ def test_unclaimed_work_is_free_and_a_live_lease_is_not() -> None:
     assert is_free(Claim(None, None), NOW)
     live = Claim("a", NOW + timedelta(seconds=1))
     assert not is_free(live, NOW)
-    assert not is_free(Claim("a", NOW), NOW)  # ends at now: still held this instant
+    assert is_free(Claim("a", NOW), NOW)  # ends at now: out at that instant (model.expiry)
 
 
 def test_a_dead_workers_claim_is_taken_over_only_after_its_lease() -> None:
