@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.dataset.anonymise import KEY_BYTES, BadKey, check_key
+from orchestrator.dataset.keys import KEY_BYTES, BadKey, check_key
 from orchestrator.dataset.release import BadRelease, check_licence, check_version, parse_exclusion
 
 

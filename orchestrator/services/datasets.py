@@ -29,6 +29,7 @@ from orchestrator.analysis.pcap import CaptureError
 from orchestrator.dataset import tables as T
 from orchestrator.dataset.anonymise import Anonymiser, coarsen
 from orchestrator.dataset.captures import anonymise_capture
+from orchestrator.dataset.records import publish_records
 from orchestrator.dataset.release import Exclusion, Release
 from orchestrator.errors import Invalid, NotFound
 from orchestrator.services import dataset_files
@@ -254,7 +255,7 @@ def _collect_run(ctx: Context, req: BuildRequest, rec: _RunRecord, anon: Anonymi
         "country": rc.country, "operator": rc.operator, "operator_name": rc.operator_name,
         "interface": run.interface, "timezone": zone, "experiment": run.experiment,
         "experiment_version": run.experiment_version, "image": run.image,
-        "parameters": _renamed(T.parameters_text(run.parameters), names),
+        "parameters": _renamed(anon.text(T.parameters_text(run.parameters)), names),
         "start_utc": rec.start_us, "end_utc": rec.end_us, "state": run.state,
         "bytes": run.measured_bytes, "session": tags["session"]})
     if rec.bundle is None:
@@ -295,7 +296,10 @@ def _collect_run(ctx: Context, req: BuildRequest, rec: _RunRecord, anon: Anonymi
             if not name.endswith(RAW_TEXT):
                 got.notes.append(f"run {run.id}: {name} is not text; not in raw/")
                 continue
-            text = _renamed(anon.text(data.decode("utf-8", "replace")), names)
+            record = publish_records(name, data.decode("utf-8", "replace"), anon,
+                                     req.grid_deg)
+            got.notes += [f"run {run.id}: {n}" for n in record.notes]
+            text = _renamed(anon.text(record.text), names)
             got.files[f"raw/{run.id}/{name}"] = text.encode()
 
 
