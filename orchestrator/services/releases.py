@@ -2,9 +2,9 @@
 
 Why a job and not the request: a release reads every bundle of its campaigns from the
 archive, rewrites every capture and computes its flows in Python, writes Parquet, and
-its check validates every CSV row with frictionless (about 20,000 rows a second here).
-A month's campaign takes minutes; no request should hold a connection, a proxy's
-timeout and a worker that long, nor fail half-way when the client goes. So ``POST``
+its check validates every CSV row with frictionless: a month's campaign takes minutes.
+No request should hold a connection, a proxy's timeout and a worker that long, nor
+fail half-way when the client goes. So ``POST``
 answers 202 at once with the release's record, and a thread of the process that took
 the request builds it; the record (table ``dataset_releases``, shared by replicas) says
 how far it got, and ``GET`` reads it from any replica. A bounded synchronous build would
