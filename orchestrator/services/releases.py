@@ -45,6 +45,7 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -346,13 +347,14 @@ def start_build(ctx: Context, principal: Principal, body: ReleaseCreate,
     previous = None
     if body.previous is not None:
         previous = _ready_dir(ctx, principal, body.previous)
+    req = _request(ctx, release_id, body, bytes(KEY_BYTES), previous)
+    runs = datasets.finished_runs(ctx, req)  # unknown campaign, empty period: now, not later
     key_name = body.key or release_id
-    try:
+    try:  # made only for a request that passed every check
         key, _made = read_key(_key_path(ctx, key_name))
     except BadKey as e:
         raise Invalid(f"release key {key_name!r}: {e}") from e
-    req = _request(ctx, release_id, body, key, previous)
-    runs = datasets.finished_runs(ctx, req)  # unknown campaign, empty period: now, not later
+    req = replace(req, key=key)
     with _admitting(ctx) as s:
         now = ctx.clock.now()
         row = DatasetRelease(

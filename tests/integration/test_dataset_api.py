@@ -145,6 +145,8 @@ def test_the_release_api_says_what_is_wrong_and_who_may_do_what(
         r = api.client.post(post, headers=api.admin, json=body)
         assert r.status_code == status and says in r.json()["detail"], (body, r.text)
     assert api.client.get(post, headers=api.admin).json() == []  # nothing recorded
+    assert not api.settings.datasets.keys_dir.exists() or not any(
+        api.settings.datasets.keys_dir.iterdir())  # and no key made
 
     # a job of another replica holds the one slot: 409 naming it, until it falls silent
     ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
