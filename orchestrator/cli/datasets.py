@@ -67,16 +67,19 @@ def build(ctx: click.Context, campaigns: tuple[str, ...], out: Path, from_: str 
           profiles: tuple[str, ...]) -> None:
     """Write a release of CAMPAIGNS' data to --out."""
     from orchestrator.bootstrap import build_context
-    from orchestrator.errors import NotInstalled, TestbedError
-    from orchestrator.services.releases import builder, read_key
+    from orchestrator.errors import TestbedError
+    from orchestrator.services.releases import missing_extra, read_key
     from orchestrator.settings import Settings
 
-    try:
-        datasets = builder()
-    except NotInstalled as e:
-        raise click.ClickException(str(e)) from e
-    BuildRequest, build_release, describe = (datasets.BuildRequest, datasets.build_release,
-                                             datasets.describe)
+    try:  # the dataset extra's packages
+        from orchestrator.services.datasets import (
+            BuildRequest,
+            LinkProfile,
+            build_release,
+            describe,
+        )
+    except ImportError as e:
+        raise click.ClickException(str(missing_extra(e))) from e
 
     first, last = _day(from_, "--from"), _day(to, "--to")
     day = _day(daily, "--daily")
@@ -91,7 +94,7 @@ def build(ctx: click.Context, campaigns: tuple[str, ...], out: Path, from_: str 
         if not sep or "/" not in sim or not Path(file).is_file():
             raise click.BadParameter(f"{item!r}: write NODE/IFACE=FILE with an existing "
                                      "file", param_hint="--link-profile")
-        links[sim] = datasets.LinkProfile.read(Path(file))
+        links[sim] = LinkProfile.read(Path(file))
     try:
         key, made = read_key(key_file or out.with_name(out.name + ".key"))
         req = BuildRequest(
@@ -171,13 +174,13 @@ def exclusions(drop: str | None) -> None:
 @click.argument("root", type=click.Path(path_type=Path))
 def verify(root: Path) -> None:
     """Check a release: checksums, descriptor, tables' schema."""
-    from orchestrator.errors import NotInstalled
-    from orchestrator.services.releases import checker
+    from orchestrator.services.releases import missing_extra
 
-    try:
-        verdict = checker().verify_release(root)
-    except NotInstalled as e:
-        raise click.ClickException(str(e)) from e
+    try:  # the dataset extra's packages
+        from orchestrator.services.dataset_files import verify_release
+    except ImportError as e:
+        raise click.ClickException(str(missing_extra(e))) from e
+    verdict = verify_release(root)
     if not verdict.ok:
         for problem in verdict.problems:
             click.echo(problem, err=True)

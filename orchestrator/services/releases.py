@@ -105,14 +105,19 @@ def read_key(path: Path) -> tuple[bytes, bool]:
     return check_key(data), False
 
 
+def missing_extra(e: ImportError) -> NotInstalled:
+    """What to say when the ``dataset`` extra's packages are not installed."""
+    return NotInstalled(
+        f"dataset releases need the 'dataset' extra ({e.name} is missing): install "
+        "mbb-testbed[orchestrator,dataset], as the orchestrator image does")
+
+
 def builder() -> ModuleType:
     """:mod:`.datasets`, which needs the ``dataset`` extra; NotInstalled without it."""
     try:
         from orchestrator.services import datasets
     except ImportError as e:
-        raise NotInstalled(
-            f"dataset releases need the 'dataset' extra ({e.name} is missing): install "
-            "mbb-testbed[orchestrator,dataset], as the orchestrator image does") from e
+        raise missing_extra(e) from e
     return datasets
 
 
@@ -121,9 +126,7 @@ def checker() -> ModuleType:
     try:
         from orchestrator.services import dataset_files
     except ImportError as e:
-        raise NotInstalled(
-            f"verifying a release needs the 'dataset' extra ({e.name} is missing): "
-            "install mbb-testbed[orchestrator,dataset]") from e
+        raise missing_extra(e) from e
     return dataset_files
 
 

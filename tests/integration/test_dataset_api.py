@@ -213,13 +213,18 @@ with TestClient(app) as client:
     r = client.post("/api/v1/datasets", headers=auth, json={{"campaigns": ["c-1"]}})
     print(r.status_code, r.json()["detail"])
 app.state.ctx.db.engine.dispose()
+from click.testing import CliRunner
+said = CliRunner().invoke(cli, ["dataset", "verify", {str(tmp_path)!r}])
+print(said.exit_code, said.output.strip())
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("501 dataset releases need the 'dataset' extra"), done.stdout
-    assert "mbb-testbed[orchestrator,dataset]" in done.stdout
+    api_says, cli_says = done.stdout.splitlines()
+    assert api_says.startswith("501 dataset releases need the 'dataset' extra"), api_says
+    assert "mbb-testbed[orchestrator,dataset]" in api_says
+    assert cli_says.startswith("1 Error: dataset releases need the 'dataset' extra"), cli_says
 
 
 def test_silent_jobs_are_told_apart_by_the_heartbeat(
