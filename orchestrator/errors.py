@@ -52,3 +52,8 @@ class TooLarge(TestbedError):
 class OverCapacity(TestbedError):
     """A share of the orchestrator's storage is used up for now (a node's unfinished
     uploads); it frees as uploads complete or expire, so the sender retries later."""
+
+
+class NotInstalled(TestbedError):
+    """A part of the orchestrator whose optional dependencies are not installed here
+    (the ``dataset`` extra); the message names the extra."""

@@ -3,24 +3,28 @@ kept apart from the ORM tables so the stored shape can change without breaking c
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from testbed_common.bounds import (
+    TEXT_PATTERN,
     ByteCount,
     ExperimentStr,
     Instant,
     InterfaceStr,
     Label32,
     Label64,
+    Label128,
     NameList,
     NameStr,
     NodeIdStr,
     Reason,
+    RecordIdStr,
     TagList,
     TimezoneStr,
+    merged,
 )
 from testbed_common.states import NodeHealth, RunState
 
@@ -306,3 +310,96 @@ class PlanPublic(BaseModel):
     campaigns: int
     runs_booked: int
     decisions: int
+
+
+#: A SIM as ``node/interface``.
+SimStr = Annotated[str, StringConstraints(
+    pattern=r"^[a-z0-9][a-z0-9-]{0,62}/[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$", max_length=79)]
+#: The name of a release key kept by the orchestrator (a file name: no path).
+KeyNameStr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+#: An emulated link's profile (YAML), 64 KiB at most.
+ProfileText = Annotated[str, StringConstraints(pattern=TEXT_PATTERN, max_length=65536)]
+#: ``KIND:ID=REASON``, as ``testbed dataset build --exclude`` takes it.
+ExclusionStr = Annotated[str, StringConstraints(pattern=TEXT_PATTERN, min_length=1,
+                                                max_length=2300)]
+
+
+class ReleaseCreate(_In):
+    """A dataset release of campaigns: the options of ``testbed dataset build``."""
+
+    #: Campaign ids (at most 20; duplicates merged).
+    campaigns: Annotated[list[RecordIdStr], Field(min_length=1, max_length=20),
+                         AfterValidator(merged)]
+    #: First and last day, UTC, both included; none: from the first run, to the last.
+    from_day: date | None = None
+    to_day: date | None = None
+    #: A daily release of this day (UTC): the period that day, the version the day.
+    daily: date | None = None
+    #: Release version, e.g. 1.0.0 (default), or the day of a daily release.
+    version: Label64 | None = None
+    #: A ready release of this orchestrator whose changelog this one continues.
+    previous: RecordIdStr | None = None
+    #: The name of the release key the orchestrator keeps (made when new). The same key
+    #: and inputs give a byte-identical release, and the same pseudonyms; default: a new
+    #: key named after the release. Keys are never served.
+    key: KeyNameStr | None = None
+    #: SPDX id of the licence: CC-BY-4.0, CC-BY-SA-4.0, CC0-1.0 or ODbL-1.0.
+    licence: Label64 = "CC-BY-4.0"
+    #: Authors to cite (at most 20); default the testbed's operators.
+    authors: Annotated[list[Label128], Field(max_length=20)] = []
+    pseudonymise_nodes: bool = False
+    #: Position grid, degrees (0 keeps positions exact; 10 at most).
+    grid_deg: float = Field(0.01, ge=0, le=10, allow_inf_nan=False)
+    #: Add each run's results and records, anonymised (raw/).
+    raw: bool = False
+    #: Left out of this release only, ``KIND:ID=REASON`` (run, node or sim).
+    exclude: Annotated[list[ExclusionStr], Field(max_length=100)] = []
+    #: SIM (``node/interface``) -> its emulated link's profile, copied in.
+    link_profiles: Annotated[dict[SimStr, ProfileText], Field(max_length=64)] = {}
+
+
+class ExcludedRunPublic(BaseModel):
+    run: str
+    reason: str
+
+
+class ReleasePublic(BaseModel):
+    """A dataset release and its job. ``state``: ``building`` (a job is writing it),
+    ``ready`` (its files are served) or ``failed`` (``error`` says why; nothing is
+    served). ``job``: ``build`` or ``verify`` while one runs, else none."""
+
+    id: str
+    state: str
+    job: str | None
+    campaigns: list[str]
+    options: dict[str, Any]
+    version: str
+    #: The name of the key it was anonymised with (the key itself is never served).
+    key: str
+    created_by: str
+    created_at: datetime
+    #: The job's last sign of life.
+    updated_at: datetime
+    finished_at: datetime | None
+    #: Runs read so far of those in the period, while building.
+    runs_read: int
+    runs_total: int
+    #: Once ready: runs published, rows per table, files and bytes, runs left out.
+    runs: int | None
+    rows: dict[str, int] | None
+    files: int | None
+    bytes: int | None
+    excluded: list[ExcludedRunPublic]
+    error: str | None
+    #: The last verification (every build ends with one): when, and every problem
+    #: found (empty: checksums, descriptor and schema all good).
+    verified_at: datetime | None
+    problems: list[str] | None
+
+
+class ReleaseFilePublic(BaseModel):
+    """A file of a ready release: its path in the release, size and SHA-256."""
+
+    path: str
+    bytes: int
+    sha256: str

@@ -195,6 +195,22 @@ class InfluxSettings(BaseModel):
     ingest_lease_s: float = Field(120.0, gt=0)
 
 
+class DatasetSettings(BaseModel):
+    """Dataset releases built through the API (docs/open-data.md)."""
+
+    #: Where releases are written and served from, one folder each.
+    dir: Path = Path("./releases")
+    #: Release keys (one file per key name), never served: a key undoes a release's
+    #: anonymisation. Keep it off the releases' folder.
+    keys_dir: Path = Path("./release-keys")
+    #: Release jobs (builds and verifications) at once, across replicas: each reads the
+    #: archive and holds a core for minutes on a large campaign.
+    max_jobs: int = Field(1, ge=1, le=16)
+    #: How often a job says it is alive, seconds; a job silent for three of these (its
+    #: process stopped) is reported as interrupted.
+    heartbeat_s: float = Field(30.0, gt=0, le=3600)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TESTBED_", env_nested_delimiter="__")
 
@@ -222,6 +238,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     scheduling: SchedulingSettings = SchedulingSettings()
     influx: InfluxSettings = InfluxSettings()
+    datasets: DatasetSettings = DatasetSettings()
 
     @field_validator("metrics_token")
     @classmethod

@@ -35,6 +35,7 @@ fi
 IMAGE_PYTHON="3.11"
 WHEELS=build/wheels
 DEPS="$WHEELS/deps"
+DATASET="$WHEELS/dataset"
 APP="$WHEELS/app"
 CATALOGUE=build/catalogue
 LOGS=build/logs
@@ -88,16 +89,19 @@ build_wheelhouse() {
         || die "$PYTHON is Python $have but the images run Python $IMAGE_PYTHON: wheels would not match (set PYTHON)"
     log="$LOGS/wheels.log"
     : >"$log"
-    # Third-party wheels: rebuilt only when the dependency list changes.
+    # Third-party wheels: rebuilt only when the dependency list changes. All extras are
+    # resolved together (one consistent set of versions); the wheels only the dataset
+    # extra needs then move to $DATASET, which only the orchestrator image copies: the
+    # node image shares the $DEPS layer and has no use for pyarrow and frictionless.
     stamp="$(cat pyproject.toml | sha256sum | cut -c1-16)-py$have"
     if [ "$(cat "$DEPS/.stamp" 2>/dev/null)" != "$stamp" ]; then
-        rm -rf "$DEPS"
-        mkdir -p "$DEPS"
+        rm -rf "$DEPS" "$DATASET"
+        mkdir -p "$DEPS" "$DATASET"
         # setuptools/wheel too: the project's own wheel is then built with --no-index.
-        "$PYTHON" -m pip wheel --wheel-dir "$DEPS" '.[orchestrator,agent]' 'setuptools>=68' wheel \
+        "$PYTHON" -m pip wheel --wheel-dir "$DEPS" '.[orchestrator,agent,dataset]' 'setuptools>=68' wheel \
             >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "pip wheel of the dependencies failed (log: $log)"; }
         rm -f "$DEPS"/mbb_testbed-*.whl
-        for extra in orchestrator agent; do
+        for extra in orchestrator agent dataset; do
             report="$(mktemp)"
             "$PYTHON" -m pip install --dry-run --ignore-installed --no-index --find-links "$DEPS" \
                 --quiet --report "$report" ".[$extra]" >>"$log" 2>&1 \
@@ -112,6 +116,23 @@ for item in report["install"]:
 PY
             rm -f "$report"
         done
+        # The dataset extra's own wheels (those no orchestrator or agent requirement
+        # names) and its requirements file go to $DATASET.
+        "$PYTHON" - "$DEPS" "$DATASET" <<'PY' >>"$log" 2>&1 || die "staging the dataset extra's wheels failed (log: $log)"
+import re, shutil, sys
+from pathlib import Path
+deps, dataset = Path(sys.argv[1]), Path(sys.argv[2])
+def names(path):
+    return {re.sub(r"[-_.]+", "-", line.split("==")[0]).lower()
+            for line in path.read_text().split()}
+shared = names(deps / "requirements-orchestrator.txt") | names(deps / "requirements-agent.txt")
+for wheel in deps.glob("*.whl"):
+    name = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+    if name in names(deps / "requirements-dataset.txt") - shared:
+        shutil.move(wheel, dataset / wheel.name)
+        print("dataset extra only:", wheel.name)
+shutil.move(deps / "requirements-dataset.txt", dataset / "requirements-dataset.txt")
+PY
         echo "$stamp" >"$DEPS/.stamp"
     fi
     # The project's wheel, when its sources changed: pip takes 5-10 s on a loaded
@@ -129,7 +150,7 @@ PY
         rm -rf build/lib build/bdist.*
         echo "$stamp" >"$APP/.stamp"
     fi
-    phase_end "wheelhouse" "$WHEELS: $(ls "$DEPS"/*.whl | wc -l) dependency wheels + $(basename "$APP"/*.whl)"
+    phase_end "wheelhouse" "$WHEELS: $(ls "$DEPS"/*.whl | wc -l) dependency wheels, $(ls "$DATASET"/*.whl | wc -l) of the dataset extra + $(basename "$APP"/*.whl)"
 }
 
 stage_catalogue() {

@@ -21,6 +21,7 @@ from orchestrator.api import (
     errors,
     guard,
     routes_agent,
+    routes_datasets,
     routes_nodes,
     routes_quotas,
     routes_runs,
@@ -175,7 +176,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     ctx = build_context(settings, clock)
     app.state.ctx = ctx
     errors.install(app)
-    for r in (routes_users, routes_nodes, routes_quotas, routes_runs, routes_agent):
+    for r in (routes_users, routes_nodes, routes_quotas, routes_runs, routes_datasets,
+              routes_agent):
         app.include_router(r.router)
     app.include_router(routes_tokens.router)
     app.include_router(pages_routes.router)

@@ -19,6 +19,7 @@ from orchestrator.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    NotInstalled,
     OverCapacity,
     TestbedError,
     TooLarge,
@@ -37,6 +38,7 @@ STATUS: dict[type[TestbedError], int] = {
     StorageError: 507,
     OverCapacity: 507,
     TimeSeriesUnavailable: 503,
+    NotInstalled: 501,
 }
 
 #: What each documented error status means, as the OpenAPI document says it.
@@ -48,6 +50,8 @@ MEANING: dict[int, str] = {
     409: "Clashes with stored state (e.g. a final run, a wrong upload offset)",
     413: "Request body over the route's limit, or an upload over the bundle limit",
     422: "Invalid request: every problem is named in detail",
+    501: "This orchestrator was installed without what the route needs (the dataset "
+         "extra)",
     503: "The time-series store is unavailable; retry later",
     507: "The archive could not store the data; an operator must free space",
 }

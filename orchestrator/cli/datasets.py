@@ -8,34 +8,13 @@ a local folder.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 from datetime import date, timedelta
 from pathlib import Path
 
 import click
 
-from orchestrator.dataset.anonymise import KEY_BYTES, BadKey, check_key
+from orchestrator.dataset.keys import BadKey
 from orchestrator.dataset.release import BadRelease, check_licence, check_version, parse_exclusion
-
-
-def read_key(path: Path) -> tuple[bytes, bool]:
-    """The release key in ``path`` (32 raw bytes or 64 hex digits), made and saved (mode
-    600) when the file does not exist yet; and whether it was made now."""
-    if not path.exists():
-        key = secrets.token_bytes(KEY_BYTES)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(key.hex() + "\n")
-        return key, True
-    data = path.read_bytes()
-    text = data.strip()
-    if len(text) == 2 * KEY_BYTES:
-        try:
-            return check_key(bytes.fromhex(text.decode())), False
-        except (ValueError, UnicodeDecodeError):
-            pass
-    return check_key(data), False
 
 
 def _day(value: str | None, what: str) -> date | None:
@@ -89,8 +68,18 @@ def build(ctx: click.Context, campaigns: tuple[str, ...], out: Path, from_: str 
     """Write a release of CAMPAIGNS' data to --out."""
     from orchestrator.bootstrap import build_context
     from orchestrator.errors import TestbedError
-    from orchestrator.services.datasets import BuildRequest, build_release, describe
+    from orchestrator.services.releases import missing_extra, read_key
     from orchestrator.settings import Settings
+
+    try:  # the dataset extra's packages
+        from orchestrator.services.datasets import (
+            BuildRequest,
+            LinkProfile,
+            build_release,
+            describe,
+        )
+    except ImportError as e:
+        raise click.ClickException(str(missing_extra(e))) from e
 
     first, last = _day(from_, "--from"), _day(to, "--to")
     day = _day(daily, "--daily")
@@ -105,7 +94,7 @@ def build(ctx: click.Context, campaigns: tuple[str, ...], out: Path, from_: str 
         if not sep or "/" not in sim or not Path(file).is_file():
             raise click.BadParameter(f"{item!r}: write NODE/IFACE=FILE with an existing "
                                      "file", param_hint="--link-profile")
-        links[sim] = Path(file)
+        links[sim] = LinkProfile.read(Path(file))
     try:
         key, made = read_key(key_file or out.with_name(out.name + ".key"))
         req = BuildRequest(
@@ -185,8 +174,12 @@ def exclusions(drop: str | None) -> None:
 @click.argument("root", type=click.Path(path_type=Path))
 def verify(root: Path) -> None:
     """Check a release: checksums, descriptor, tables' schema."""
-    from orchestrator.services.dataset_files import verify_release
+    from orchestrator.services.releases import missing_extra
 
+    try:  # the dataset extra's packages
+        from orchestrator.services.dataset_files import verify_release
+    except ImportError as e:
+        raise click.ClickException(str(missing_extra(e))) from e
     verdict = verify_release(root)
     if not verdict.ok:
         for problem in verdict.problems:

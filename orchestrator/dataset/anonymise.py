@@ -3,10 +3,12 @@
 Addresses go through Crypto-PAn (Xu et al., 2002) keyed per release: prefix-preserving,
 so two addresses that share a /n share a /n after it, and one-to-one, so flows stay
 distinguishable; without the key the mapping cannot be undone or redone. The
-implementation is ``yacryptopan`` (AES from ``cryptography``), tested here against the
-reference vectors published with Crypto-PAn. Node pseudonyms are an HMAC of the id
-under a key derived from the same release key. Positions snap to the centre of a grid
-cell, so a node's site is known to the cell and no better.
+implementation is ``yacryptopan`` (AES from ``pycryptodomex``), tested against the
+reference vectors published with Crypto-PAn. Node pseudonyms, and the digests of the
+SIM's serial (ICCID) and of the modem's id in the agent's records, are HMACs under keys
+derived from the same release key: unkeyed, a digest of an ICCID or IMEI is undone by
+trying the few million serials of one issuer or modem model. Positions snap to the
+centre of a grid cell, so a node's site is known to the cell and no better.
 """
 
 from __future__ import annotations
@@ -20,25 +22,15 @@ from dataclasses import dataclass, field
 
 from yacryptopan import CryptoPAn
 
-#: Bytes of a release key: Crypto-PAn's AES-128 key and its 16-byte pad.
-KEY_BYTES = 32
+from orchestrator.dataset.keys import KEY_BYTES, BadKey, check_key
+
+__all__ = ["KEY_BYTES", "Anonymiser", "BadKey", "check_key", "coarsen"]
 
 #: IPv4 dotted quads and IPv6 texts (with at least two colons and a hex group) as they
 #: appear in logs and JSON; candidates only: each is parsed before it is replaced.
 _IPV4_TEXT = r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
 _IPV6_TEXT = r"(?<![0-9A-Fa-f:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])"
 _ADDRESS_TEXT = re.compile(f"{_IPV4_TEXT}|{_IPV6_TEXT}")
-
-
-class BadKey(ValueError):
-    """A release key of the wrong size."""
-
-
-def check_key(key: bytes) -> bytes:
-    if len(key) != KEY_BYTES:
-        raise BadKey(f"a release key is {KEY_BYTES} bytes, not {len(key)}: make one with "
-                        "`head -c 32 /dev/urandom > release.key` and keep it unpublished")
-    return key
 
 
 @dataclass
@@ -48,12 +40,14 @@ class Anonymiser:
     key: bytes
     _pan: CryptoPAn = field(init=False, repr=False)
     _pseudonym_key: bytes = field(init=False, repr=False)
+    _identifier_key: bytes = field(init=False, repr=False)
     _seen: dict[bytes, bytes] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         check_key(self.key)
         self._pan = CryptoPAn(self.key)
         self._pseudonym_key = hmac.new(self.key, b"node pseudonyms", hashlib.sha256).digest()
+        self._identifier_key = hmac.new(self.key, b"identifiers", hashlib.sha256).digest()
 
     def packed(self, raw: bytes) -> bytes:
         """An address in network byte order (4 or 16 bytes), anonymised."""
@@ -90,6 +84,14 @@ class Anonymiser:
         release, unrelated across releases with different keys."""
         digest = hmac.new(self._pseudonym_key, node_id.encode(), hashlib.sha256).hexdigest()
         return f"node-{digest[:12]}"
+
+    def identifier(self, kind: str, value: str) -> str:
+        """A keyed digest of a device or subscription identifier (``kind`` ``iccid``,
+        ``modem``): the same value gives the same digest within a release (a SIM swap
+        still shows), and nothing outside it without the key. 16 hex digits: 64 bits,
+        no collision among a fleet's few thousand SIMs."""
+        message = f"{kind}:{value}".encode()
+        return f"{kind}-{hmac.new(self._identifier_key, message, hashlib.sha256).hexdigest()[:16]}"
 
 
 def coarsen(lat: float, lon: float, grid_deg: float) -> tuple[float, float]:

@@ -13,6 +13,7 @@ from testbed_common.bounds import NODE_ID_PATTERN
 NodeId = NewType("NodeId", str)
 RunId = NewType("RunId", str)
 CampaignId = NewType("CampaignId", str)
+ReleaseId = NewType("ReleaseId", str)
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 
@@ -28,6 +29,11 @@ def new_run_id(now: datetime) -> RunId:
 
 def new_campaign_id(now: datetime) -> CampaignId:
     return CampaignId(f"c-{now:%Y%m%d}-{secrets.token_hex(4)}")
+
+
+def new_release_id(now: datetime) -> ReleaseId:
+    """A dataset release's id, also its folder's name (sorts by creation time)."""
+    return ReleaseId(f"ds-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}")
 
 
 def new_token() -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from importlib.metadata import PackageNotFoundError
@@ -29,6 +29,7 @@ from orchestrator.analysis.pcap import CaptureError
 from orchestrator.dataset import tables as T
 from orchestrator.dataset.anonymise import Anonymiser, coarsen
 from orchestrator.dataset.captures import anonymise_capture
+from orchestrator.dataset.records import publish_records
 from orchestrator.dataset.release import Exclusion, Release
 from orchestrator.errors import Invalid, NotFound
 from orchestrator.services import dataset_files
@@ -71,10 +72,26 @@ class BuildRequest:
     grid_deg: float = 0.01
     raw: bool = False
     exclusions: tuple[Exclusion, ...] = ()
-    #: SIM (``node/interface``) -> the emulated link's profile file, copied in.
-    link_profiles: Mapping[str, Path] = field(default_factory=dict)
+    #: SIM (``node/interface``) -> the emulated link's profile, copied in.
+    link_profiles: Mapping[str, LinkProfile] = field(default_factory=dict)
     #: The previous release's folder, for the changelog.
     previous: Path | None = None
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """An emulated link's profile as given (a file's bytes, or an API request's text)."""
+
+    data: bytes
+    suffix: str = ".yaml"
+
+    @classmethod
+    def read(cls, path: Path) -> LinkProfile:
+        return cls(path.read_bytes(), path.suffix or ".yaml")
+
+
+#: Called with (runs read so far, runs in the release) as a build goes.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,16 @@ class _Collected:
 
 def _day(d: date) -> datetime:
     return datetime.combine(d, time(0), UTC)
+
+
+def finished_runs(ctx: Context, req: BuildRequest) -> list[str]:
+    """The ids of the runs a release of ``req`` reads; NotFound for an unknown campaign
+    or when there is none."""
+    run_ids = _runs(ctx, req)
+    if not run_ids:
+        raise NotFound(f"campaign(s) {', '.join(req.campaigns)} have no finished run in "
+                       "that period: nothing to release")
+    return run_ids
 
 
 def _runs(ctx: Context, req: BuildRequest) -> list[str]:
@@ -254,7 +281,7 @@ def _collect_run(ctx: Context, req: BuildRequest, rec: _RunRecord, anon: Anonymi
         "country": rc.country, "operator": rc.operator, "operator_name": rc.operator_name,
         "interface": run.interface, "timezone": zone, "experiment": run.experiment,
         "experiment_version": run.experiment_version, "image": run.image,
-        "parameters": _renamed(T.parameters_text(run.parameters), names),
+        "parameters": _renamed(anon.text(T.parameters_text(run.parameters)), names),
         "start_utc": rec.start_us, "end_utc": rec.end_us, "state": run.state,
         "bytes": run.measured_bytes, "session": tags["session"]})
     if rec.bundle is None:
@@ -295,7 +322,10 @@ def _collect_run(ctx: Context, req: BuildRequest, rec: _RunRecord, anon: Anonymi
             if not name.endswith(RAW_TEXT):
                 got.notes.append(f"run {run.id}: {name} is not text; not in raw/")
                 continue
-            text = _renamed(anon.text(data.decode("utf-8", "replace")), names)
+            record = publish_records(name, data.decode("utf-8", "replace"), anon,
+                                     req.grid_deg)
+            got.notes += [f"run {run.id}: {n}" for n in record.notes]
+            text = _renamed(anon.text(record.text), names)
             got.files[f"raw/{run.id}/{name}"] = text.encode()
 
 
@@ -306,36 +336,36 @@ def _tool_version() -> str:
         return "mbb-testbed (not installed)"
 
 
-def build_release(ctx: Context, req: BuildRequest) -> Built:
+def build_release(ctx: Context, req: BuildRequest, *,
+                  progress: Progress | None = None) -> Built:
     """Write the release to ``req.out`` (an empty or absent folder)."""
     if req.out.exists() and any(req.out.iterdir()):
         raise Invalid(f"{req.out} is not empty: give a new folder for the release (a "
                       "release is never written over another)")
-    run_ids = _runs(ctx, req)
-    if not run_ids:
-        raise NotFound(f"campaign(s) {', '.join(req.campaigns)} have no finished run in "
-                       "that period: nothing to release")
+    run_ids = finished_runs(ctx, req)
     anon = Anonymiser(req.key)
     runs = _load_runs(ctx, run_ids)
     names = ({n: anon.node(n) for n in sorted({r.run.node_id for r in runs})}
              if req.pseudonymise else {})
     got = _Collected()
     rules = tuple(dict.fromkeys((*recorded_exclusions(ctx), *req.exclusions)))
-    for rec in runs:
+    for n, rec in enumerate(runs, 1):
         rule = _exclusion(rules, rec.run)
         if rule is not None:
             got.excluded.append((rec.run.id, f"{rule.kind} {rule.target}: {rule.reason}"))
-            continue
-        _collect_run(ctx, req, rec, anon, names, got)
+        else:
+            _collect_run(ctx, req, rec, anon, names, got)
+        if progress is not None:
+            progress(n, len(runs))
     pairs, pair_notes = pair_sessions(
         T.tat_summary_rows(got.rows["tat_summaries"]), T.abw_rows(got.rows["abw_estimates"]))
     got.rows["abw_tat_sessions"] = T.session_rows(pairs)
     got.notes += pair_notes
     profiles = {}
-    for sim, path in sorted(req.link_profiles.items()):
+    for sim, profile in sorted(req.link_profiles.items()):
         node, _, iface = sim.partition("/")
-        target = f"link-profiles/{names.get(node, node)}-{iface}{path.suffix or '.yaml'}"
-        got.files[target] = path.read_bytes()
+        target = f"link-profiles/{names.get(node, node)}-{iface}{profile.suffix}"
+        got.files[target] = profile.data
         profiles[sim] = target
     release = Release(
         name="mbb-testbed-" + "-".join(req.campaigns)[:80], version=req.version,

@@ -291,6 +291,41 @@ class Bundle(Base):
     stored_at: Mapped[datetime]
 
 
+class DatasetRelease(Base):
+    """A dataset release built through the API, and its job (services.releases): its
+    files are in ``settings.datasets.dir/<id>``; ``state`` building, ready or failed,
+    ``job`` the job running on it (build or verify) while one does."""
+
+    __tablename__ = "dataset_releases"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    job: Mapped[str | None] = mapped_column(String(16))
+    campaigns: Mapped[list[Any]] = mapped_column(JSON)
+    #: The request's options as given (period, version, licence, ...).
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    version: Mapped[str] = mapped_column(String(64))
+    key_name: Mapped[str] = mapped_column(String(64))
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    #: The job's last sign of life (its heartbeat).
+    updated_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    runs_read: Mapped[int] = mapped_column(Integer, default=0)
+    runs_total: Mapped[int] = mapped_column(Integer, default=0)
+    #: Once ready: runs published, rows per table, files and bytes, runs left out.
+    runs: Mapped[int | None] = mapped_column(Integer)
+    rows: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    files: Mapped[int | None] = mapped_column(Integer)
+    bytes: Mapped[int | None] = mapped_column(BigInteger)
+    excluded: Mapped[list[Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    #: The last verification: when, and its problems (empty: all good).
+    verified_at: Mapped[datetime | None]
+    problems: Mapped[list[Any] | None] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_dataset_releases_created_at", "created_at"),)
+
+
 class DatasetExclusion(Base):
     """A run, node or SIM (``node/interface``) left out of every dataset release, and
     why (orchestrator.services.datasets); the reason is printed in each release."""

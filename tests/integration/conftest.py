@@ -18,7 +18,7 @@ from orchestrator.api.app import create_app
 from orchestrator.cli import client as cli_client
 from orchestrator.cli import main as cli_main
 from orchestrator.cli.client import ApiClient
-from orchestrator.settings import SchedulingSettings, Settings
+from orchestrator.settings import DatasetSettings, SchedulingSettings, Settings
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
 from tests.conftest import REPO, ManualClock, require
@@ -35,6 +35,8 @@ TEST_SIM_CAP = 10**10
 
 def make_settings(tmp: Path, **overrides: Any) -> Settings:
     overrides.setdefault("scheduling", SchedulingSettings(default_sim_cap_bytes=TEST_SIM_CAP))
+    overrides.setdefault("datasets", DatasetSettings(dir=tmp / "releases",
+                                                     keys_dir=tmp / "release-keys"))
     return Settings(
         environment="development",
         database_url=f"sqlite:///{tmp / 'testbed.db'}",

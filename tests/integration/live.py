@@ -53,6 +53,8 @@ def orchestrator(root: Path, **env: str) -> Iterator[Live]:
         "TESTBED_DATABASE_URL": f"sqlite:///{root / 'testbed.db'}",
         "TESTBED_ARCHIVE_DIR": str(root / "archive"),
         "TESTBED_UPLOAD_DIR": str(root / "uploads"),
+        "TESTBED_DATASETS__DIR": str(root / "releases"),
+        "TESTBED_DATASETS__KEYS_DIR": str(root / "release-keys"),
         "TESTBED_EXPERIMENTS_DIR": str(REPO / "experiments"),
         "TESTBED_HOST": "127.0.0.1",
         "TESTBED_PORT": str(port),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,6 +63,7 @@ class World:
     run_p1: str = ""  # a done run of p1 on se-01, bundle archived
     run_p2: str = ""  # a done run of p2 on se-01, bundle archived
     campaign_p1: str = ""
+    release_p1: str = ""
 
     @property
     def client(self) -> TestClient:
@@ -121,6 +123,25 @@ class World:
                                        wire.UPLOAD_OFFSET_HEADER: "0"})
         assert r.json()["complete"], r.text
 
+    def idle(self) -> None:
+        """No release job running: each cell's call may start one."""
+        for _ in range(600):
+            listed = self.client.get("/api/v1/datasets", headers=self.api.admin).json()
+            if all(r["job"] is None for r in listed):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"release jobs still running: {listed}")
+
+    def release(self) -> str:
+        """A ready dataset release of p1's campaign, built through the API."""
+        self.idle()
+        r = self.client.post("/api/v1/datasets", headers=self.api.admin,
+                             json={"campaigns": [self.campaign_p1]})
+        assert r.status_code == 202, r.text
+        self.idle()
+        release_id: str = r.json()["id"]
+        return release_id
+
     def finished(self, run_id: str) -> str:
         self.advance(run_id, "running", "uploading")
         self.upload(run_id)
@@ -147,6 +168,7 @@ def build_world(api: Api, tmp: Path) -> World:
     [run] = r.json()["runs"]
     w.run_p1 = w.finished(run["id"])
     w.run_p2 = w.finished(w.book("p2", "se-01", as_user="m2"))
+    w.release_p1 = w.release()
     ctx: Context = api.client.app.state.ctx  # type: ignore[attr-defined]
     if ctx.timeseries is not None:
         ctx.timeseries.create_database()  # type: ignore[attr-defined]
@@ -320,6 +342,23 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
     ("POST", "/api/v1/campaigns/{campaign_id}/cancel"): (P1_ONLY, lambda w, _s: Call(
         f"/api/v1/campaigns/{w.campaign_p1}/cancel")),
     ("DELETE", "/api/v1/campaigns/{campaign_id}"): (P1_ONLY, fresh_p1_campaign()),
+    # dataset releases: read by whoever reads their campaigns, built by admins
+    ("GET", "/api/v1/datasets"): (ANY_USER, fixed("/api/v1/datasets")),
+    ("POST", "/api/v1/datasets"): (ADMIN_ONLY, lambda w, _s: w.idle() or Call(
+        "/api/v1/datasets", json={"campaigns": [w.campaign_p1]})),
+    ("GET", "/api/v1/datasets/{release_id}"): (P1_ONLY, lambda w, _s: Call(
+        f"/api/v1/datasets/{w.release_p1}")),
+    ("GET", "/api/v1/datasets/{release_id}/datapackage.json"): (P1_ONLY, lambda w, _s: Call(
+        f"/api/v1/datasets/{w.release_p1}/datapackage.json")),
+    ("GET", "/api/v1/datasets/{release_id}/files"): (P1_ONLY, lambda w, _s: Call(
+        f"/api/v1/datasets/{w.release_p1}/files")),
+    ("GET", "/api/v1/datasets/{release_id}/files/{path:path}"): (P1_ONLY, lambda w, _s: Call(
+        f"/api/v1/datasets/{w.release_p1}/files/tables/runs.csv")),
+    ("POST", "/api/v1/datasets/{release_id}/verify"): (ADMIN_ONLY, lambda w, _s: w.idle()
+                                                       or Call(f"/api/v1/datasets/"
+                                                               f"{w.release_p1}/verify")),
+    ("DELETE", "/api/v1/datasets/{release_id}"): (ADMIN_ONLY, lambda w, s: Call(
+        f"/api/v1/datasets/{w.release() if s == 'admin' else w.release_p1}")),
     # the agent API: node tokens only, each node its own runs
     ("POST", "/api/v1/agent/register"): (NODE_ONLY, registration),
     ("POST", "/api/v1/agent/heartbeat"): (NODE_ONLY, heartbeat),

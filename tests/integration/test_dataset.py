@@ -39,6 +39,8 @@ CAPTURE = (FIXTURES / "tcp-6mbit-any.pcap").read_bytes()
 SERVER = "172.30.1.10"  # the measurement server, named in the TAT result
 NODE_ADDRESS = "172.30.1.2"  # the node's modem address, named in its records
 IMAGE_ID = "sha256:" + "ab" * 32  # what the agent recorded as the image that ran
+ICCID = "8946000000123456789"  # the SIM's serial, as the agent records it
+MODEM_ID = "1f2e3d4c5b6a7988"  # the agent's unkeyed digest of the modem's IMEI
 
 
 def _abw(start: datetime, estimate: float, step: int) -> str:
@@ -66,7 +68,8 @@ def _bundle(api: Api, node: str, run_id: str, tmp: Path, *, rate: float) -> byte
          "temperature_c": 51.0, "disk_free_bytes": 10**9}) + "\n")
     (root / "meta" / "modem.jsonl").write_text(json.dumps(
         {"time": now.isoformat(), "interface": "op0", "mcc_mnc": "240-01",
-         "operator": "Telia", "rsrp": -95.0, "rat": "4G", "address": NODE_ADDRESS}) + "\n")
+         "operator": "Telia", "rsrp": -95.0, "rat": "4G", "address": NODE_ADDRESS,
+         "iccid": ICCID, "modem_id": MODEM_ID}) + "\n")
     (root / "meta" / "run.json").write_text(json.dumps(
         {"format": "testbed.run-meta", "version": 1, "image": "testbed/exp-tat:1",
          "image_id": IMAGE_ID, "agent_version": "0.1.0", "started_at": now.isoformat(),
@@ -180,6 +183,14 @@ def test_release_from_archive_is_complete_anonymised_and_reproducible(
         for address in originals:
             assert address not in data or path.endswith(".parquet"), (path, address)
             assert str(ipaddress.ip_address(address)).encode() not in data, (path, address)
+    # no SIM serial, modem id or exact position either; the SIM still told apart
+    for path, data in a.items():
+        for secret in (ICCID, MODEM_ID, "59.334591", "18.06324"):
+            assert secret.encode() not in data, (path, secret)
+    modem = json.loads(a["raw/" + runs[0]["run"] + "/meta/modem.jsonl"])
+    assert modem["iccid"].startswith("iccid-") and modem["modem_id"].startswith("modem-")
+    assert json.loads(a["raw/" + runs[1]["run"] + "/meta/modem.jsonl"])["iccid"] == \
+        modem["iccid"]
     published = read_capture(a["raw/" + runs[0]["run"] + "/results/capture.pcap"])
     assert published.packets and all(p.payload >= 0 for p in published.packets)
     flows = pq.read_table(root / "tables/flows.parquet").to_pylist()

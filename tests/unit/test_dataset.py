@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from datetime import date
 from pathlib import Path
 
@@ -215,3 +216,32 @@ def test_a_written_release_validates_and_its_damage_is_named(tmp_path: Path) -> 
     problems = verify_release(tmp_path).problems
     assert any(p.startswith("raw/r-1/results/x.log: SHA-256") for p in problems), problems
     assert any("expected hash" in p and "raw-r-1-results-x.log" in p for p in problems)
+
+
+def test_the_agent_records_lose_sim_serials_modem_ids_and_exact_positions() -> None:
+    """meta/modem.jsonl's ICCID and (unkeyed) modem id become keyed digests, the same
+    for the same SIM within a release and unrelated under another key; meta/gps.jsonl's
+    positions snap to the grid, as the positions table's do."""
+    from orchestrator.dataset.records import publish_records
+
+    iccid, modem = "8946000000123456789", "0123456789abcdef"
+    modem_lines = "".join(json.dumps({"interface": "op0", "iccid": iccid, "modem_id": modem,
+                                      "rsrp": -97.0, "cell_id": 169552899}) + "\n"
+                          for _ in range(2)) + "not json\n"
+    anon = Anonymiser(REFERENCE_KEY)
+    out = publish_records("meta/modem.jsonl", modem_lines, anon, 0.01)
+    assert iccid not in out.text and modem not in out.text
+    records = [json.loads(line) for line in out.text.splitlines()]
+    assert len(records) == 2 and records[0] == records[1]  # the same SIM, the same digest
+    assert records[0]["iccid"].startswith("iccid-") and len(records[0]["iccid"]) == 22
+    assert records[0]["modem_id"].startswith("modem-") and records[0]["rsrp"] == -97.0
+    assert out.notes == ["meta/modem.jsonl: 1 line(s) not a JSON object; left out"]
+    other = publish_records("meta/modem.jsonl", modem_lines, Anonymiser(b"\x01" * 32), 0.01)
+    assert json.loads(other.text.splitlines()[0])["iccid"] != records[0]["iccid"]
+
+    gps = json.dumps({"time": "2026-11-22T02:00:05+00:00", "lat": 59.334591,
+                      "lon": 18.063240, "alt": 20.0}) + "\n"
+    [fix] = [json.loads(line) for line in
+             publish_records("meta/gps.jsonl", gps, anon, 0.01).text.splitlines()]
+    assert (fix["lat"], fix["lon"], fix["alt"]) == (59.335, 18.065, 20.0)
+    assert publish_records("results/x.json", gps, anon, 0.01).text == gps  # others as sent
