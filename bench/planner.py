@@ -14,6 +14,9 @@ happy path. Timed, per size:
   database of a throwaway PostgreSQL (Debian's binaries, as the integration tests;
   started with ``-F``, no fsync) holding the nodes and the campaign;
 - the 30-day plan cut to its first day (``Plan.before``) and written the same way;
+- the server alone: the same number of runs and events, made by an ``INSERT ... SELECT``
+  in the server into a database like the others (``FLOOR_SQL``), the cost of this
+  schema's indexes and foreign-key checks whatever the client does;
 - the baseline in the same run: the writer it replaced (one ORM ``Run`` and ``RunEvent``
   per run, kept below as ``orm_writer``) on the same day's plan, up to ``--old-up-to``
   nodes (default 1000: at 10k it would build 1.4 M ORM objects).
@@ -136,6 +139,45 @@ def _persist(url: str, result: Plan, writer: Writer, catalogue: Mapping[str, Man
     return written, elapsed
 
 
+#: The same rows as the writer's (same columns, reasons of the same length), made by the
+#: server itself: what storing a day costs PostgreSQL with this schema (its indexes and
+#: foreign-key checks) when no client formats or sends anything.
+FLOOR_SQL = """
+INSERT INTO runs (id, campaign_id, project_id, created_by, node_id, interface, experiment,
+  experiment_version, image, parameters, not_before, deadline, forecast_bytes, state,
+  state_reason, state_at, created_at, session_occurrence, session_interfaces, step,
+  repetition, mcc_mnc, reserved_bytes, reservation_period)
+SELECT 'r-' || to_char(t, 'YYYYMMDD"T"HH24MISS') || '-' || lpad(to_hex(i), 8, '0'),
+  'c-bench', 1, 1, 'n' || lpad(mod(i, %(nodes)s)::text, 5, '0'),
+  'op' || mod(i / %(nodes)s, 3), 'tat', 1,
+  'testbed/exp-tat:1', '{"duration_s": 10, "direction": "uplink", "bin_s": 0.1}', t,
+  t + interval '25 seconds', 32000000, 'scheduled',
+  'booked by the planner for ' || to_char(t, 'YYYY-MM-DD"T"HH24:MI:SS') || '+00:00 on n'
+    || lpad(mod(i, %(nodes)s)::text, 5, '0') || '/op' || mod(i / %(nodes)s, 3)
+    || ': campaign ''hourly-tat'', '
+    || 'session 2026-03-01 00:00, step 0, repetition 0',
+  %(now)s, %(now)s, t, 'op0,op1,op2', 0, 0, '240-01', 32000000, %(now)s
+FROM (SELECT i, %(now)s + (i / %(nodes)s) * interval '20 minutes' AS t
+      FROM generate_series(0, %(runs)s - 1) AS i) AS g;
+INSERT INTO run_events (run_id, state, reason, source, at)
+SELECT id, state, state_reason, 'orchestrator', state_at FROM runs
+"""
+
+
+def _server_floor(url: str, runs: int, nodes: int, now: datetime) -> float:
+    """Seconds for the server to store ``runs`` runs and their events in one
+    transaction (the database holds the same nodes, the same number of them)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        t0 = time.perf_counter()
+        with conn.cursor() as cur:
+            for statement in FLOOR_SQL.split(";\n"):
+                cur.execute(statement, {"now": now, "runs": runs, "nodes": nodes})
+        conn.commit()
+        return time.perf_counter() - t0
+
+
 def _arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--old-up-to", type=int, default=1000,
                     help="time the replaced ORM writer up to this many nodes")
@@ -203,6 +245,8 @@ def one(n_nodes: int) -> dict[str, Any]:
         runs, _ = _persist(url, cut, write_bookings, catalogue, now)
         out["cut_write_s"] = time.perf_counter() - t0
         out["cut_runs"] = runs
+        url = _database(template, "floor", ids, now)
+        out["floor_s"] = _server_floor(url, out["runs"], n_nodes, now)
         out["old_write_s"] = None
         if n_nodes <= args.old_up_to:
             url = _database(template, "old", ids, now)
@@ -231,16 +275,17 @@ def main() -> None:
     print("\nplan of the day ahead plus persisting its bookings to PostgreSQL (runs, "
           "events, reservations; committed):\n")
     print("| nodes | runs a day | plan() 1 d s | write s | plan + write s | runs/s written "
-          "| ORM writer s (baseline) | write speed-up | 30 d plan cut to 1 d + write s "
-          "| load 1-min avg start / end | peak RSS MB |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| ORM writer s (baseline) | write speed-up | server alone s | 30 d plan, cut "
+          "to 1 d, write s | load 1-min avg start / end | peak RSS MB |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: |")
     for r in rows:
         old = r["old_write_s"]
         speedup = "" if old is None else f"{old / r['write_s']:.1f}x"
         print(f"| {r['nodes']} | {r['runs']} | {r['plan_day_s']:.2f} | {r['write_s']:.2f} | "
               f"{r['plan_write_s']:.2f} | {r['runs'] / r['write_s']:.0f} | "
               f"{'not run' if old is None else f'{old:.2f}'} | "
-              f"{speedup} | "
+              f"{speedup} | {r['floor_s']:.2f} | "
               f"{r['cut_write_s']:.2f} | {r['load_start']:.2f} / {r['load_end']:.2f} | "
               f"{r['peak_rss_mb']:.0f} |")
     first, last = rows[0], rows[-1]
