@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -113,6 +113,25 @@ class Plan:
     def __len__(self) -> int:
         runs = np.array([len(lane.runs) for lane in self.lanes], dtype=np.int64)
         return int(runs[self.session_lane].sum()) if self.lanes else 0
+
+    def before(self, until: datetime) -> Plan:
+        """The sessions that start before ``until`` (the day being booked of a longer
+        plan), cut with numpy; decisions and the ledger are the whole plan's."""
+        keep = self.session_start < int((until - self.base).total_seconds())
+        return replace(self, session_lane=self.session_lane[keep],
+                       session_start=self.session_start[keep],
+                       session_occurrence=self.session_occurrence[keep])
+
+    def by_lane(self) -> Iterator[tuple[Lane, I32, I32]]:
+        """Each lane with its sessions' starts and occurrences (s after ``base``),
+        earliest first: the columns a writer streams without a :class:`Booking` per run."""
+        order = np.lexsort((self.session_start, self.session_lane))
+        lane, start, occ = (a[order] for a in (self.session_lane, self.session_start,
+                                               self.session_occurrence))
+        cuts = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(lane)], strict=True):
+            if a < b:
+                yield self.lanes[int(lane[a])], start[a:b], occ[a:b]
 
     def bookings(self) -> Iterator[Booking]:
         order = np.lexsort((self.session_start, self.session_lane))

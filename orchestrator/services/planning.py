@@ -4,7 +4,8 @@
 :class:`Snapshot` from the state database (nodes and their SIMs, node health, every
 held run, each campaign's past sessions, the quota ledger, measured link rates, the
 catalogue), writes the plan's bookings as ``Run`` rows (one per interface, each with
-its session key and quota reservation) and stores each campaign's decisions.
+its session key and quota reservation; :mod:`orchestrator.services.bookings` streams
+them in batches) and stores each campaign's decisions.
 
 Held runs are fixed: a re-plan only adds bookings around them, so it is safe to run at
 any time (on a timer, after a run fails, a node changes health or a quota changes).
@@ -25,13 +26,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Invalid
-from orchestrator.model.ids import CampaignId, NodeId, new_run_id
+from orchestrator.model.ids import CampaignId, NodeId
 from orchestrator.scheduling.planner import (
     CalendarEntry,
     Decision,
     DecisionKind,
     EntryStatus,
-    Plan,
     ReasonCode,
     SessionKey,
     Snapshot,
@@ -44,11 +44,12 @@ from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.spec import CampaignSpecV2, parse_campaign
 from orchestrator.schemas import PlanPublic
 from orchestrator.services import quotas
+from orchestrator.services.bookings import write_bookings
 from orchestrator.services.context import Context
 from orchestrator.services.history import link_history, rate_policy
 from orchestrator.services.runs import BOOKED
 from orchestrator.services.views import health_of
-from orchestrator.store.tables import Campaign, Node, Run, RunEvent
+from orchestrator.store.tables import Campaign, Node, Run
 from testbed_common.states import NodeHealth, RunState
 
 log = logging.getLogger(__name__)
@@ -175,35 +176,6 @@ def decision_doc(d: Decision) -> dict[str, Any]:
     }
 
 
-def _write_bookings(ctx: Context, s: Session, result: Plan, rows: dict[str, Campaign],
-                    now: datetime) -> int:
-    written = 0
-    for b in result.bookings():
-        row = rows[b.session.campaign]
-        manifest = ctx.catalogue[b.experiment]
-        occurrence = b.session.occurrence
-        for iface, r in zip(b.interfaces, b.reservations, strict=True):
-            reason = (f"booked by the planner for {b.start.isoformat()} on {b.node}/{iface}: "
-                      f"campaign {row.name!r}, session {occurrence:%Y-%m-%d %H:%M}, step "
-                      f"{b.step}, repetition {b.repetition}")
-            run = Run(
-                id=new_run_id(b.start), campaign_id=row.id, project_id=row.project_id,
-                created_by=row.created_by, node_id=b.node, interface=iface,
-                experiment=manifest.name, experiment_version=manifest.version,
-                image=manifest.image, parameters=dict(b.parameters), not_before=b.start,
-                deadline=b.end, forecast_bytes=r.nbytes, state=RunState.SCHEDULED.value,
-                state_reason=reason, state_at=now, created_at=now,
-                session_occurrence=occurrence, session_interfaces=",".join(b.session.interfaces),
-                step=b.step, repetition=b.repetition,
-            )
-            quotas.hold(run, r)
-            s.add(run)
-            s.add(RunEvent(run_id=run.id, state=run.state, reason=reason,
-                           source="orchestrator", at=now))
-            written += 1
-    return written
-
-
 def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
     """Plan every planner-managed campaign inside the caller's unit of work (the caller
     took it from ``ctx.planning()``)."""
@@ -228,7 +200,7 @@ def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
     snapshot = build_snapshot(ctx, s, now, [c.id for c in campaigns])
     result = plan(snapshot, campaigns,
                   horizon=timedelta(seconds=ctx.settings.scheduling.horizon_s))
-    booked = _write_bookings(ctx, s, result, rows, now)
+    booked = write_bookings(s, result, rows, ctx.catalogue, now)
     by_campaign: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in result.decisions:
         by_campaign[d.campaign].append(decision_doc(d))
