@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from testbed_kit import tat_result
+
 
 @dataclass(frozen=True)
 class AbwRun:
@@ -105,7 +107,7 @@ def abw_run(records: Iterable[Mapping[str, Any]]) -> AbwRun:
 
 def tat_run(result: Mapping[str, Any]) -> TatRun:
     """A TAT run from its ``testbed.tat`` result."""
-    if result.get("format") != "testbed.tat":
+    if result.get("format") != tat_result.FORMAT:
         raise ValueError(f"not a TAT result (format {result.get('format')!r})")
     return TatRun(
         start_s=datetime.fromisoformat(str(result["start"])).timestamp(),
