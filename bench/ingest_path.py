@@ -13,7 +13,7 @@ flows), and to record the captures: root, iproute2, tc, tcpdump and iperf3.
    bottleneck between network namespaces, tcpdump headers only, snaplen 96), once per
    bench run (or taken from ``--captures``, a folder the recorder wrote). Each run's
    bundle is what an agent uploads for a downlink TAT with both captures:
-   results/tat.json (the tat experiment's own parser on the recorded iperf3 report,
+   results/tat.json (the tat experiment's parser, testbed_kit.tat_result, on the recorded iperf3 report,
    200 bins of 100 ms), results/capture/op0.pcap (the receiver's capture: the node's
    side), server/capture/op0.pcap (the sender's: the server's side), the captures'
    meta documents, system samples and an agent log. Bundles are built before the clock
@@ -67,9 +67,9 @@ from orchestrator.services.flowtool import find_tool  # noqa: E402
 from orchestrator.store.migrate import upgrade  # noqa: E402
 from testbed_common import wire  # noqa: E402
 from testbed_common.bundle import build_bundle  # noqa: E402
+from testbed_kit.tat_result import parse_iperf3  # noqa: E402
 from tests.integration import influxd, postgres  # noqa: E402
 from tests.integration.live import ADMIN_TOKEN, orchestrator  # noqa: E402
-from tests.recorded import tat_parser  # noqa: E402
 
 RECORDER = REPO / "tests/unit/fixtures/record-iperf3-pcap.sh"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -90,11 +90,9 @@ def record(folder: Path) -> Path:
 
 
 def tat_json(captures: Path) -> dict[str, Any]:
-    module = tat_parser()
     raw = json.loads((captures / "iperf3.json").read_text())
-    result: dict[str, Any] = module.parse_iperf3(raw, direction="downlink", interface="op0",
-                                                 server="10.77.1.1", port=5201)
-    return result
+    return parse_iperf3(raw, direction="downlink", interface="op0", server="10.77.1.1",
+                        port=5201)
 
 
 def bundle_folder(root: Path, captures: Path) -> Path:

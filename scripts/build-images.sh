@@ -138,7 +138,7 @@ PY
     # The project's wheel, when its sources changed: pip takes 5-10 s on a loaded
     # machine, every second of a warm `scripts/up`. The stamp is every file the wheel
     # is made of (its packages and pyproject.toml), contents and names.
-    stamp="$( { find orchestrator node-image/node_agent common/testbed_common -type f \
+    stamp="$( { find orchestrator node-image/node_agent common/testbed_common common/testbed_kit -type f \
                   ! -path '*/__pycache__/*' ! -name '*.pyc' -print0; printf 'pyproject.toml\0'; } \
               | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
     if [ "$(cat "$APP/.stamp" 2>/dev/null)" != "$stamp" ] || ! ls "$APP"/*.whl >/dev/null 2>&1; then
@@ -251,8 +251,8 @@ for dir in experiments/*/; do
     image="$(experiment_image "$dir")"
     [ -n "$image" ] || die "$dir/experiment.yaml has no image: key"
     [ -f "$dir/Dockerfile" ] || die "$dir has no Dockerfile for image $image"
-    # Context: the repository root, so an experiment can use the staged native tools,
-    # the project wheel (shared analysis code) and other experiments' modules.
+    # Context: the repository root, so an experiment can copy the staged native tools
+    # and the experiment kit (common/testbed_kit).
     builds+=("$image|$dir/Dockerfile|.")
 done
 wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")

@@ -29,9 +29,10 @@ A capture's id is random: only the agent that started it can fetch it. Bad input
 gets a 4xx whose message says what to send instead.
 
 tcpdump is driven by the capture module the node agent uses too
-(common/testbed_common/capture.py, copied beside this file in the server image, on
-PYTHONPATH from a checkout): one command line (-U, --immediate-mode, snap length, size
-cap) and one reading of its counts for both sides. Standard library only otherwise.
+(:mod:`testbed_kit.capture`, of the experiment kit, which the server image copies
+beside this file; on PYTHONPATH from a checkout): one command line (-U,
+--immediate-mode, snap length, size cap) and one reading of its counts for both sides.
+Standard library only otherwise.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from testbed_common.capture import RunningCapture
+from testbed_kit.capture import RunningCapture
 
 FORMAT = "testbed.server-capture"
 VERSION = 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,32 @@ def load_server_module(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def stage_copies(dockerfile: Path, root: Path, *, under: str = "/") -> list[str]:
+    """Stage the repository files that ``dockerfile`` COPYs to paths under ``under``
+    into ``root`` (a source folder's contents, as Docker copies a directory), so a test
+    can run an image's code with exactly what the image gets. Staged build outputs
+    (``build/``) are left out. Returns the sources staged."""
+    staged: list[str] = []
+    for line in dockerfile.read_text().replace("\\\n", " ").splitlines():
+        if not line.startswith("COPY "):
+            continue
+        *sources, dest = shlex.split(line)[1:]
+        if not dest.startswith(under):
+            continue
+        for source in sources:
+            if source.startswith("build/"):
+                continue
+            target = root / dest.lstrip("/")
+            if (REPO / source).is_dir():
+                shutil.copytree(REPO / source, target, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy(REPO / source, target / Path(source).name)
+            staged.append(source)
+    return staged
 
 
 def in_ci() -> bool:

@@ -1,6 +1,5 @@
-"""Code shared by the orchestrator, the node agent and the measurement server: the wire
-protocol between orchestrator and agent, the result-bundle format, and the packet
-capture both ends of a run take. Each side imports one definition, so they cannot drift.
-
-Keep this file free of imports: the server image copies it with capture.py alone
-(standard library only), without the package's other modules or their dependencies."""
+"""Code shared by the orchestrator and the node agent: the wire protocol between them,
+run states, input bounds and the result-bundle format. Each side imports one
+definition, so they cannot drift. What the images' own code needs (experiments, the
+measurement server) is in ``testbed_kit``, which stays free of this package's
+dependencies."""

@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import tat
 from ditg_parse import (
     DitgOutputError,
     clean_summary,
@@ -41,6 +40,10 @@ from ditg_parse import (
     itgsend_failure,
     parse_ditg,
 )
+
+from testbed_kit.connections import connections_to, server_ip
+from testbed_kit.contract import ExperimentError
+from testbed_kit.watch import run_watched
 
 #: ITGRecv's signalling port on the measurement server (D-ITG's default).
 SIGNAL_PORT = 9000
@@ -61,7 +64,7 @@ DECODE_TIMEOUT_S = 120.0
 _VERSION = re.compile(r"ITGSend version (\S+)")
 
 
-class DitgError(tat.ExperimentError):
+class DitgError(ExperimentError):
     """A D-ITG step failed; the message is the run's reason, ``output`` what the tool
     printed (kept raw)."""
 
@@ -99,8 +102,8 @@ def run_itgsend(cmd: list[str], *, timeout_s: float, server: str, cwd: Path,
                                 stdin=subprocess.DEVNULL, text=True, cwd=cwd)
     except OSError as e:
         raise DitgError(f"cannot start ITGSend: {e}") from e
-    done = tat.run_watched(proc, timeout_s=timeout_s, start_within_s=connect_s,
-                           started=lambda: tat.connections_to(server, SIGNAL_PORT) >= 1)
+    done = run_watched(proc, timeout_s=timeout_s, start_within_s=connect_s,
+                       started=lambda: connections_to(server, SIGNAL_PORT) >= 1)
     output = done.stdout
     if done.killed == "timeout":
         raise DitgError(f"ITGSend did not finish within {timeout_s:.0f} s "
@@ -165,7 +168,7 @@ def measure(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:
         raise DitgError("D-ITG measures uplink only (the server cannot reach a node "
                         "behind NAT); use tat_tool iperf3 for downlink")
     duration_s = float(p["run_s"])
-    server = tat.server_ip(str(config["server_address"]))
+    server = server_ip(str(config["server_address"]))
     name = f"tbtat-{uuid.uuid4().hex}.log"  # unguessable: the log service serves by name
     send_log, recv_log = out_dir / f"ditg-{n}-send.log", out_dir / f"ditg-{n}-recv.log"
     cmd = itgsend_command(config, duration_s=duration_s, sender_log=send_log.name,

@@ -4,7 +4,8 @@ A D-ITG TAT step is a TCP flow from ITGSend to the server's ITGRecv; ITGDec deco
 receiver's log into 100 ms bins (``ITGDec <log> -b 100 <file>``: a ``Time`` header,
 then per bin its start, one Kbit/s column per flow and an ``Aggregate-Flow`` column) and
 a summary (``Total time``, ``Bytes received``...). This module turns those texts into
-the same ``testbed.tat`` v1 record the iperf3 path writes (:func:`tat_parse.parse_iperf3`),
+the same ``testbed.tat`` v1 record the iperf3 path writes
+(:func:`testbed_kit.tat_result.parse_iperf3`),
 so the session summary, the ingest and the pages treat both tools alike.
 
 ITGDec divides every bin's bytes by the full bin width, the short tail bin too; the
@@ -19,7 +20,7 @@ import signal
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tat_parse import DIRECTIONS, FORMAT, VERSION
+from testbed_kit.tat_result import DIRECTIONS, FORMAT, VERSION
 
 #: ITGDec's progress spinner (backspace, then one of |\-/), before its summary.
 _SPINNER = re.compile(r"(?:\x08[|\\/-])+")

@@ -1,12 +1,13 @@
 """ABw-TAT-ABw session experiment: entry point.
 
 Runs the steps of :func:`steps.session_steps` through the run's interface: ABw steps
-with the project's ``abw`` estimator (``abw send``, JSON lines), TAT steps with the tat
-experiment's iperf3 code or with D-ITG (:mod:`ditg`, ``tat_tool: ditg``), a pause
+with the project's ``abw`` estimator (``abw send``, JSON lines), TAT steps with the
+kit's iperf3 client (:mod:`testbed_kit.iperf3`) or with D-ITG (:mod:`ditg`,
+``tat_tool: ditg``), a pause
 between the halves and between repetitions. For every step it records start and end,
 the interface's kernel byte counters before and after (what the SIM pays, whatever the
 tools say) and the tool's raw output. The session summary is computed by
-``orchestrator.analysis.session``, the same code the orchestrator's pages use.
+:mod:`testbed_kit.session`, the same code the orchestrator's pages use.
 
 Writes /results/abw-tat.json (format testbed.abw-tat v1), one tat-<n>.json (testbed.tat)
 per TAT step next to the tool's raw output (iperf3-<n>.json, or ditg-<n>-*), and
@@ -26,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import ditg
-import tat
-from steps import Step, interface_counters, session_steps
-from tat_parse import Iperf3OutputError, parse_iperf3
+from steps import Step, session_steps
 
-from orchestrator.analysis.session import abw_run, session_figures, tat_run
+from testbed_kit import iperf3
+from testbed_kit.contract import ExperimentError, load_config, results_dir, run_experiment
+from testbed_kit.interface import Counters, interface_counters
+from testbed_kit.results import write_raw, write_result
+from testbed_kit.session import abw_run, session_figures, tat_run
+from testbed_kit.tat_result import Iperf3OutputError, parse_iperf3
 
 FORMAT, VERSION = "testbed.abw-tat", 1
 #: ABw receivers on the measurement server (one session at a time each).
@@ -40,8 +44,8 @@ TAT_TOOLS = ("iperf3", "ditg")
 ABW_TIMEOUT_PER_ESTIMATE_S = 20.0
 
 
-class SessionError(Exception):
-    pass
+class SessionError(ExperimentError):
+    """A session that cannot go on; the message is the run's reason."""
 
 
 def _now() -> str:
@@ -76,7 +80,7 @@ def run_abw(config: dict[str, Any], method: str, out: Path) -> list[dict[str, An
             raise SessionError(f"abw did not finish within {timeout:.0f} s") from e
         except OSError as e:
             raise SessionError(f"cannot start abw: {e}") from e
-        out.write_text(proc.stdout)
+        write_raw(out.parent, out.name, proc.stdout)
         records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
         errors = [r for r in records if r.get("type") == "error"]
         if errors and errors[0].get("kind") == "busy":
@@ -94,16 +98,16 @@ def run_tat(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:
     p = config["parameters"]
     if p.get("tat_tool", "iperf3") == "ditg":
         result = ditg.measure(config, n, out_dir)
-        (out_dir / f"tat-{n}.json").write_text(json.dumps(result, indent=1))
-        return result
-    sub = {**config, "parameters": {"duration_s": p["run_s"], "direction": p["direction"],
-                                    "bin_s": 0.1}}
-    raw, port = tat.measure(sub)
-    (out_dir / f"iperf3-{n}.json").write_text(json.dumps(raw, indent=1))
-    result = parse_iperf3(raw, direction=str(p["direction"]),
-                          interface=str(config.get("interface") or ""),
-                          server=str(config["server_address"]), port=port, bin_s=0.1)
-    (out_dir / f"tat-{n}.json").write_text(json.dumps(result, indent=1))
+    else:
+        raw, port = iperf3.measure(
+            server=str(config["server_address"]), duration_s=float(p["run_s"]),
+            direction=str(p["direction"]), interface_address=config.get("interface_address"),
+            interface=config.get("interface"), raw_file=out_dir / f"iperf3-{n}.json",
+            log_prefix="abw-tat")
+        result = parse_iperf3(raw, direction=str(p["direction"]),
+                              interface=str(config.get("interface") or ""),
+                              server=str(config["server_address"]), port=port, bin_s=0.1)
+    write_result(out_dir, f"tat-{n}.json", result)
     return result
 
 
@@ -173,14 +177,13 @@ def run_session(config: dict[str, Any], out: Path) -> dict[str, Any]:
                 continue
             _step(config, step, n, iface, out, tats, abws, records)
         doc["summary"] = summarise(tats, abws, records)
-    except (SessionError, tat.ExperimentError, Iperf3OutputError, ValueError,
-            LookupError, OSError) as e:
+    except (ExperimentError, Iperf3OutputError, ValueError, LookupError, OSError) as e:
         failed = records[-1] if records and "error" in records[-1] else None
         tool = failed and (failed.get("tool") or failed["method"])
         where = f"{failed['kind']} step ({tool}): " if failed else ""
         doc["error"] = f"{where}{e}"
     doc["end"] = _now()
-    (out / "abw-tat.json").write_text(json.dumps(doc, indent=1))
+    write_result(out, "abw-tat.json", doc)
     return doc
 
 
@@ -189,7 +192,7 @@ def _step(config: dict[str, Any], step: Step, n: int, iface: str, out: Path,
           records: list[dict[str, Any]]) -> None:
     """Run one step and append its record; a failed step is recorded with its error
     (and what it cost on the interface) before the error ends the session."""
-    rx0, tx0 = interface_counters(iface) if iface else (0, 0)
+    before = interface_counters(iface) if iface else Counters(0, 0)
     record: dict[str, Any] = {"kind": step.kind, "repetition": step.repetition,
                               "half": step.half, "method": step.method, "start": _now()}
     try:
@@ -204,31 +207,25 @@ def _step(config: dict[str, Any], step: Step, n: int, iface: str, out: Path,
         record["error"] = str(e)
         raise
     finally:
-        rx1, tx1 = interface_counters(iface) if iface else (0, 0)
-        record.update(end=_now(), iface_rx_bytes=rx1 - rx0, iface_tx_bytes=tx1 - tx0,
+        after = interface_counters(iface) if iface else Counters(0, 0)
+        record.update(end=_now(), iface_rx_bytes=after.rx_bytes - before.rx_bytes,
+                      iface_tx_bytes=after.tx_bytes - before.tx_bytes,
                       raw=sorted(f.name for f in out.glob(f"*-{n}[-.]*")
                                  if f.name != f"tat-{n}.json"))
         records.append(record)
 
 
-def main() -> int:
-    try:
-        out = tat.results_dir()
-        out.mkdir(parents=True, exist_ok=True)
-        config = tat.load_config()
-        doc = run_session(config, out)
-    except (tat.ExperimentError, OSError, LookupError) as e:
-        print(f"abw-tat failed: {e}", file=sys.stderr)
-        return 1
+def main() -> None:
+    out = results_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    doc = run_session(load_config(), out)
     if "error" in doc:
-        print(f"abw-tat failed: {doc['error']}", file=sys.stderr)
-        return 1
+        raise SessionError(doc["error"])
     s = doc["summary"]
     print(f"abw-tat: TAT {s['tat_mean_bps'] / 1e6:.2f} Mbit/s, ABw {s['abw_mean_bps'] / 1e6:.2f}"
           f" Mbit/s, RD {s['rd']:.1%}, volume ratio {s['volume_ratio_iface']}", file=sys.stderr)
     print(json.dumps({k: s[k] for k in ("tat_mean_bps", "abw_mean_bps", "rd")}))
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_experiment("abw-tat", main, failures=(LookupError,)))

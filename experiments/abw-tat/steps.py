@@ -1,13 +1,12 @@
-"""The order of an ABw-TAT-ABw session's steps, and interface byte counters.
+"""The order of an ABw-TAT-ABw session's steps.
 
-Pure planning (``session_steps``) is kept apart from the I/O in ``session.py`` so the
-order-balancing is unit-tested without a network.
+Pure planning, kept apart from the I/O in ``session.py`` so the order-balancing is
+unit-tested without a network.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -38,15 +37,3 @@ def session_steps(*, method1: str, method2: str, halves: int, pause_s: float,
                       Step("abw", half, second, repetition=rep)]
     return steps
 
-
-def interface_counters(
-    interface: str, proc_net_dev: Path = Path("/proc/net/dev")
-) -> tuple[int, int]:
-    """(rx_bytes, tx_bytes) of ``interface`` in this network namespace, from the kernel's
-    counters: what the SIM is billed for, whatever the tools report."""
-    for line in proc_net_dev.read_text().splitlines()[2:]:
-        name, _, data = line.partition(":")
-        if name.strip() == interface:
-            fields = data.split()
-            return int(fields[0]), int(fields[8])
-    raise LookupError(f"interface {interface!r} not in {proc_net_dev}")

@@ -79,7 +79,7 @@ class InterfaceConfig(_Strict):
 
 
 class CaptureConfig(_Strict):
-    """Packet capture of every run's interface (tcpdump; see testbed_common.capture)."""
+    """Packet capture of every run's interface (tcpdump; see testbed_kit.capture)."""
 
     enabled: bool = True
     #: Bytes kept of each packet: 96 is headers only (Ethernet + IP + TCP with options).

@@ -4,35 +4,27 @@ Counters come from /sys/class/net/<if>/statistics when the agent shares the node
 network namespace, or from /proc/<pid>/net/dev of the namespace-holding container
 otherwise. Both are cumulative since the interface appeared; the meter works on
 differences, so a counter reset (interface re-created) is treated as a new baseline.
+The counters' record, the /proc/net/dev parsing and the address lookup are the
+experiment kit's (:mod:`testbed_kit.interface`): an experiment reads its interface
+with the same code.
 """
 
 from __future__ import annotations
 
-import fcntl
-import socket
-import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from node_agent.config import AgentConfig
 from node_agent.errors import AgentError
 from testbed_common.wire import InterfaceReport
+from testbed_kit.interface import Counters as Counters
+from testbed_kit.interface import ipv4_address as ipv4_address
+from testbed_kit.interface import parse_proc_net_dev as parse_proc_net_dev
 
 
 class InterfaceMissing(AgentError):
     """The named interface does not exist (modem unplugged, namespace gone)."""
-
-
-@dataclass(frozen=True)
-class Counters:
-    rx_bytes: int
-    tx_bytes: int
-
-    @property
-    def total(self) -> int:
-        return self.rx_bytes + self.tx_bytes
 
 
 class CounterSource(Protocol):
@@ -58,19 +50,6 @@ class SysfsCounters:
             raise InterfaceMissing(f"interface {name}: cannot read {stats}: {e}") from e
 
 
-def parse_proc_net_dev(text: str) -> dict[str, Counters]:
-    """Parse /proc/net/dev (two header lines, then ``name: rx_bytes ... tx_bytes ...``)."""
-    out: dict[str, Counters] = {}
-    for line in text.splitlines()[2:]:
-        name, sep, rest = line.partition(":")
-        fields = rest.split()
-        if not sep or len(fields) < 16:
-            continue
-        # Receive: bytes packets errs drop fifo frame compressed multicast; then transmit.
-        out[name.strip()] = Counters(rx_bytes=int(fields[0]), tx_bytes=int(fields[8]))
-    return out
-
-
 class ProcNetDevCounters:
     """Counters of another namespace, read through a process that lives in it."""
 
@@ -87,19 +66,6 @@ class ProcNetDevCounters:
         if name not in table:
             raise InterfaceMissing(f"interface {name} is not in {path} ({sorted(table)})")
         return table[name]
-
-
-def ipv4_address(name: str) -> str | None:
-    """The interface's IPv4 address in the agent's namespace, or None (SIOCGIFADDR)."""
-    siocgifaddr = 0x8915
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            packed = fcntl.ioctl(
-                s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15])
-            )
-        except OSError:
-            return None
-    return socket.inet_ntoa(packed[20:24])
 
 
 def is_up(root: Path, name: str) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from testbed_common.capture import capture_member
+from testbed_kit.capture import capture_member
 
 FORMAT = "testbed.server-capture"
 VERSION = 1

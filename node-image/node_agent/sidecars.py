@@ -27,7 +27,7 @@ from node_agent.server_capture import ServerCapture, capture_limit_s
 from node_agent.server_capture import disabled_document as server_capture_disabled
 from node_agent.skew import emulated_skew_s, skew_capture
 from node_agent.spec import RunSpec
-from testbed_common.capture import RunningCapture, capture_member, disabled_document
+from testbed_kit.capture import RunningCapture, capture_member, disabled_document
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Sidecar(Protocol):
 
 
 class NodeCapture:
-    """tcpdump of the run's interface on the node (:mod:`testbed_common.capture`),
+    """tcpdump of the run's interface on the node (:mod:`testbed_kit.capture`),
     into results/capture/<iface>.pcap with meta/capture.json. ``capture`` None: capture
     is off, and the meta document says so."""
 

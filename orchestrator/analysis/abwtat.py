@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.analysis.session import AbwRun, TatRun, session_figures
+from testbed_kit.session import AbwRun, TatRun, session_figures
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def pair_sessions(tat_rows: Sequence[TatSummaryRow],
     """Pairs over every session that has both TAT and ABw runs, and notes on the rest.
 
     A session is a (node, operator, direction, session tag); within it each TAT is
-    paired with the nearest run of each ABw tool (:func:`analysis.session.session_figures`).
+    paired with the nearest run of each ABw tool (:func:`testbed_kit.session.session_figures`).
     An ABw run is one run's estimates of one tool in one session step: an ABw-TAT-ABw
     run measures with the same tool before and after each TAT.
     """

@@ -22,6 +22,7 @@ from orchestrator.analysis.policing import MIN_BINS, classify_policing
 from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from testbed_common.untrusted import load_json, load_json_lines
+from testbed_kit import tat_result
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -110,9 +111,10 @@ def tat_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
     Bins are stamped at the transfer start plus the bin's offset; the summary at the
     start, with the policing profile when the transfer is long enough to show one.
     """
-    if result.get("format") != "testbed.tat" or int(result.get("version", 0)) != 1:
-        raise ValueError(f"not a testbed.tat v1 result: {result.get('format')!r} "
-                         f"v{result.get('version')}")
+    if (result.get("format") != tat_result.FORMAT
+            or int(result.get("version", 0)) != tat_result.VERSION):
+        raise ValueError(f"not a {tat_result.FORMAT} v{tat_result.VERSION} result: "
+                         f"{result.get('format')!r} v{result.get('version')}")
     start = to_ns(str(result["start"]))
     direction = str(result["direction"])
     points = [
@@ -323,7 +325,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                     out.points.extend(abw_points(records, ctx, step=abw_step(name)))
             elif name.endswith(".json"):
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
-                if isinstance(doc, dict) and doc.get("format") == "testbed.tat":
+                if isinstance(doc, dict) and doc.get("format") == tat_result.FORMAT:
                     out.points.extend(tat_points(doc, ctx))
         except (Invalid, ValueError, KeyError, TypeError) as e:  # Invalid: CaptureError too
             out.notes.append(f"{name}: not turned into points: {e}")

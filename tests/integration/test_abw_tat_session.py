@@ -3,12 +3,13 @@
 A server namespace runs what the measurement server runs (iperf3 -J -i 0.1, ``abw
 recv`` built from tools/, D-ITG's ITGRecv with server-image/ditg_logs.py; once the real
 server-image/testbed-server.sh); the session runs in a client namespace as its image
-runs it (session.py with the experiment folders on the path). Bad input must end the
-session in bounded time with a non-zero exit, the reason as the last stderr line, and
-a result that records the failed step with its error: a receiver that does not exist,
-a link slower than the estimator's smallest probing rate (a tbf of a few kbit/s), and
-a control connection lost mid-step (the server's process killed, or the link silenced
-by an nftables drop), for the ABw, iperf3 and D-ITG steps.
+runs it (session.py, with its folder and the experiment kit on the path). Bad input
+must end the session in bounded time with a non-zero exit, the reason as the last
+stderr line, and a result that records the failed step with its error: a receiver
+that does not exist, a link slower than the estimator's smallest probing rate (a tbf
+of a few kbit/s), and a control connection lost mid-step (the server's process
+killed, or the link silenced by an nftables drop), for the ABw, iperf3 and D-ITG
+steps.
 
 The abw binary: $TESTBED_ABW_BIN, else tools/target/release/abw, else build/bin/abw,
 else on PATH (scripts/test builds it before the tests).
@@ -42,8 +43,8 @@ SERVER_NS, CLIENT_NS = f"tas-{TAG}", f"tac-{TAG}"
 S_DEV, C_DEV = f"as{TAG}", f"ac{TAG}"
 SERVER, CLIENT = "10.97.1.1", "10.97.1.2"
 NOBODY = "10.97.1.77"  # on the link, answered by no one
-PYTHONPATH = os.pathsep.join(str(REPO / p) for p in
-                             ("experiments/tat", "experiments/abw-tat", "common", "."))
+#: The experiment kit, which the image copies beside the session's own modules.
+PYTHONPATH = str(REPO / "common")
 
 
 def abw_binary() -> str | None:

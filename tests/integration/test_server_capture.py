@@ -166,7 +166,8 @@ class ProcessEngine:
     def start(self, container: ContainerId) -> None:
         env = {**os.environ, **self.environment,
                "TESTBED_CONFIG": str(self.work / "testbed/config.json"),
-               "TESTBED_RESULTS": str(self.work / "results")}
+               "TESTBED_RESULTS": str(self.work / "results"),
+               "PYTHONPATH": str(REPO / "common")}  # the experiment kit, as in the image
         with (self.work / "stdout").open("wb") as out, (self.work / "stderr").open("wb") as err:
             self.proc = subprocess.Popen(
                 _in(NODE_NS, sys.executable, str(REPO / "experiments/tat/tat.py")), env=env,

@@ -88,7 +88,8 @@ def test_a_stuck_port_is_left_for_the_next(
     started = time.monotonic()
     proc = subprocess.run(
         _in(CLIENT_NS, sys.executable, str(REPO / "experiments/tat/tat.py")),
-        env={**os.environ, "TESTBED_CONFIG": str(config), "TESTBED_RESULTS": str(results)},
+        env={**os.environ, "TESTBED_CONFIG": str(config), "TESTBED_RESULTS": str(results),
+             "PYTHONPATH": str(REPO / "common")},  # the kit, as the image has it
         capture_output=True, text=True, timeout=60)
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr

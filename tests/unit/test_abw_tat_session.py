@@ -1,5 +1,5 @@
-"""The abw-tat session experiment's pure parts: step order, interface counters, and the
-summary it writes from recorded tool output."""
+"""The abw-tat session experiment's pure parts: step order, and the summary it writes
+from recorded tool output."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ import pytest
 
 from tests.conftest import REPO
 
-FOLDERS = [REPO / "experiments" / "tat", REPO / "experiments" / "abw-tat"]
+FOLDERS = [REPO / "experiments" / "abw-tat"]
 
 
 @pytest.fixture(scope="module")
 def session() -> Iterator[ModuleType]:
-    # The experiment folders are image sources, not packages: import them as the image does.
+    # The experiment folder is an image's source, not a package: import it as the image
+    # does (its folder on the path; the kit is the project's).
     sys.path[:0] = [str(f) for f in FOLDERS]
     try:
         import session as module
@@ -28,7 +29,7 @@ def session() -> Iterator[ModuleType]:
     finally:
         for f in FOLDERS:
             sys.path.remove(str(f))
-        for name in ("session", "steps", "tat", "tat_parse", "ditg", "ditg_parse"):
+        for name in ("session", "steps", "ditg", "ditg_parse"):
             sys.modules.pop(name, None)
 
 
@@ -46,20 +47,6 @@ def test_order_is_balanced_across_halves(session: ModuleType) -> None:
     assert len(session_steps(method1="yaz", method2="yaz", halves=1, pause_s=300)) == 3
 
 
-def test_interface_counters_read_proc_net_dev(session: ModuleType, tmp_path: Path) -> None:
-    from steps import interface_counters
-
-    dev = tmp_path / "dev"
-    dev.write_text(
-        "Inter-|   Receive                            |  Transmit\n"
-        " face |bytes    packets errs drop fifo frame compressed multicast|bytes ...\n"
-        "   op0: 1000 10 0 0 0 0 0 0 2000 20 0 0 0 0 0 0\n"
-        "    lo: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0\n")
-    assert interface_counters("op0", dev) == (1000, 2000)
-    with pytest.raises(LookupError, match="op9"):
-        interface_counters("op9", dev)
-
-
 def _abw(method: str, start: float, bps: float) -> list[dict[str, Any]]:
     return [{"type": "estimate", "method": method, "start_unix_s": start + i,
              "estimate_bps": bps, "latency_s": 0.8 + 0.1 * i, "bytes_sent": 300_000,
@@ -67,7 +54,7 @@ def _abw(method: str, start: float, bps: float) -> list[dict[str, Any]]:
 
 
 def test_summary_pairs_tat_with_surrounding_abw(session: ModuleType) -> None:
-    from tat_parse import parse_iperf3
+    from testbed_kit.tat_result import parse_iperf3
 
     raw = json.loads((REPO / "tests/unit/fixtures/tcp-6mbit-iperf3.json").read_text())
     tat = parse_iperf3(raw, direction="uplink", interface="op0", server="s", port=5201)
@@ -134,7 +121,8 @@ def test_what_no_step_could_measure_is_refused_before_any_traffic(
 
 def test_ditg_decoded_log_gives_the_tat_record_of_iperf3s_shape(session: ModuleType) -> None:
     from ditg_parse import parse_ditg
-    from tat_parse import parse_iperf3
+
+    from testbed_kit.tat_result import parse_iperf3
 
     start = session.datetime(2026, 11, 24, 1, 38, 52, tzinfo=session.UTC)
     tat = parse_ditg(
@@ -158,7 +146,7 @@ def test_ditg_decoded_log_gives_the_tat_record_of_iperf3s_shape(session: ModuleT
     assert tail["bits_per_second"] == pytest.approx(tail["bytes"] * 8 / 0.004248)
     assert tat["start"] == start.isoformat() and tat["retransmits"] is None
     # the session summary takes it as it takes an iperf3 result
-    from orchestrator.analysis.session import tat_run
+    from testbed_kit.session import tat_run
 
     assert tat_run(tat).mean_bps == pytest.approx(tat["mean_bps"])
 

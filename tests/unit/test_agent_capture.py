@@ -12,7 +12,7 @@ import pytest
 
 from node_agent.config import CaptureConfig, parse_config
 from node_agent.sidecars import NodeCapture
-from testbed_common.capture import (
+from testbed_kit.capture import (
     CaptureStats,
     RunningCapture,
     capture_member,

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.session import abw_run, session_figures, tat_run
+from testbed_kit.session import abw_run, session_figures, tat_run
+from testbed_kit.tat_result import parse_iperf3
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = 1_795_000_000.0
@@ -58,16 +59,9 @@ def test_pairs_each_tat_with_the_abw_runs_around_it() -> None:
 
 
 def test_tat_run_from_a_real_result_and_refusals() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "tat_parse", FIXTURES.parents[2] / "experiments" / "tat" / "tat_parse.py")
-    assert spec is not None and spec.loader is not None
-    tat_parse = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tat_parse)
     raw = json.loads((FIXTURES / "tcp-6mbit-iperf3.json").read_text())
-    result = tat_parse.parse_iperf3(raw, direction="uplink", interface="op0",
-                                    server="10.77.2.1", port=5201)
+    result = parse_iperf3(raw, direction="uplink", interface="op0", server="10.77.2.1",
+                          port=5201)
     run = tat_run(result)
     assert len(run.bins_bps) == 31 and run.mean_bps == pytest.approx(5.7e6, rel=0.05)
     with pytest.raises(ValueError, match="not a TAT result"):

@@ -137,24 +137,17 @@ def test_the_server_image_runs_the_service_from_what_its_dockerfile_copies(
     """The files server-image/Dockerfile copies into /usr/local/lib/testbed/, staged
     alone and run by an interpreter without site-packages (as Debian's python3 in the
     image): the service starts, so it needs nothing the image does not get. The node
-    agent's package is not among them."""
-    import shlex
+    agent's package and testbed_common (pydantic) are not among them: the kit is."""
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.conftest import REPO, stage_copies
 
     lib = "/usr/local/lib/testbed/"
-    copies = [shlex.split(line)[1:] for line in
-              (REPO / "server-image/Dockerfile").read_text().splitlines()
-              if line.startswith("COPY ") and shlex.split(line)[-1].startswith(lib)]
-    assert copies, "no COPY into /usr/local/lib/testbed/ in server-image/Dockerfile"
-    for *sources, dest in copies:
-        assert not any(s.startswith("node-image/") for s in sources), sources
-        target = tmp_path / dest.removeprefix(lib)
-        target.mkdir(parents=True, exist_ok=True)
-        for source in sources:
-            (target / Path(source).name).write_bytes((REPO / source).read_bytes())
+    sources = stage_copies(REPO / "server-image/Dockerfile", tmp_path, under=lib)
+    assert sources, "no COPY into /usr/local/lib/testbed/ in server-image/Dockerfile"
+    assert not any(s.startswith(("node-image/", "common/testbed_common")) for s in sources)
+    tmp_path = tmp_path / lib.strip("/")
     # -S: no site-packages (the checkout's editable install); -E: no PYTHONPATH.
     proc = subprocess.run([sys.executable, "-S", "-E", str(tmp_path / "capture_service.py"),
                            "--help"], capture_output=True, text=True, check=False)

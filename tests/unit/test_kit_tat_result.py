@@ -1,4 +1,5 @@
-"""The TAT parser on recorded iperf3 3.12 output.
+"""The kit's TAT parser (iperf3 report -> ``testbed.tat``) on recorded iperf3 3.12 output,
+and its reading of the kernel's TCP table.
 
 Fixtures were recorded between two containers on a Docker network, the sender's eth0
 shaped with ``tc qdisc add dev eth0 root tbf rate 10mbit burst 32kbit latency 50ms``:
@@ -9,30 +10,16 @@ shaped with ``tc qdisc add dev eth0 root tbf rate 10mbit burst 32kbit latency 50
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from testbed_kit import tat_result as tat_parse
+from testbed_kit.connections import established_to
+
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def _load_parser() -> ModuleType:
-    # experiments/tat is an image's source folder, not a package: load the module by path.
-    spec = importlib.util.spec_from_file_location(
-        "tat_parse", ROOT / "experiments" / "tat" / "tat_parse.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tat_parse = _load_parser()
 
 
 def _fixture(name: str) -> dict[str, Any]:
@@ -161,8 +148,8 @@ PROC_TCP6 = """\
 
 
 def test_established_connections_to_the_server_port_are_counted() -> None:
-    assert tat_parse.established_to(PROC_TCP, "172.30.1.10", 5201) == 2
-    assert tat_parse.established_to(PROC_TCP, "172.30.1.10", 5202) == 1
-    assert tat_parse.established_to(PROC_TCP, "172.30.1.11", 5201) == 0
-    assert tat_parse.established_to(PROC_TCP6, "172.30.1.10", 5201) == 1
-    assert tat_parse.established_to("garbage\n 0: zz:zz 01\n", "172.30.1.10", 5201) == 0
+    assert established_to(PROC_TCP, "172.30.1.10", 5201) == 2
+    assert established_to(PROC_TCP, "172.30.1.10", 5202) == 1
+    assert established_to(PROC_TCP, "172.30.1.11", 5201) == 0
+    assert established_to(PROC_TCP6, "172.30.1.10", 5201) == 1
+    assert established_to("garbage\n 0: zz:zz 01\n", "172.30.1.10", 5201) == 0

@@ -20,9 +20,8 @@ process handling so they are unit-tested without tcpdump.
 
 Shared by the node agent and the measurement server's capture service
 (server-image/capture_service.py, the server's side of the same run), which drives its
-tcpdump with this module. Standard library only, and importing nothing else of
-testbed_common: the server image copies this file (and the package's empty
-``__init__``) alone, without the agent or pydantic.
+tcpdump with this module; part of the experiment kit, so the server image copies the
+kit alone, without the agent or pydantic.
 """
 
 from __future__ import annotations

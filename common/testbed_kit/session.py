@@ -9,8 +9,12 @@ the relative difference RD = |TAT - ABw| / TAT and the absolute difference, what
 estimate cost (traffic volume of ABw against TAT: the paper saw TAT move 8.5x to 14.7x
 more bytes) and how long one estimate took (0.8-1.6 s mean in the paper).
 
+Part of the experiment kit: the abw-tat experiment writes its session summary with
+it, and the orchestrator's ingest and pages compute the same figures from the archived
+records (orchestrator/analysis/abwtat.py). Pure, standard library only.
+
 Inputs are the records as stored: a TAT result (``testbed.tat`` v1, see
-experiments/tat/tat_parse.py) and the ABw tool's JSON-lines records
+:mod:`testbed_kit.tat_result`) and the ABw tool's JSON-lines records
 (tools/abw/src/record.rs: ``type`` "estimate" with ``estimate_bps``, ``latency_s``,
 ``bytes_sent``, ``control_bytes``, ``start_unix_s``).
 """
@@ -22,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from testbed_kit import tat_result
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ def abw_run(records: Iterable[Mapping[str, Any]]) -> AbwRun:
 
 def tat_run(result: Mapping[str, Any]) -> TatRun:
     """A TAT run from its ``testbed.tat`` result."""
-    if result.get("format") != "testbed.tat":
+    if result.get("format") != tat_result.FORMAT:
         raise ValueError(f"not a TAT result (format {result.get('format')!r})")
     return TatRun(
         start_s=datetime.fromisoformat(str(result["start"])).timestamp(),

@@ -1,5 +1,9 @@
 """iperf3 JSON -> the ``testbed.tat`` result (pure: no I/O, stdlib only).
 
+The format of a TCP transfer's result, which the tat experiment writes for its one
+transfer and abw-tat for each TAT step (with iperf3, or D-ITG through its own parser
+to the same record), and which the orchestrator's ingest reads.
+
 TAT is what the receiver got, so the throughput bins come from the receiving side:
 the server's own report (``server_output_json``, present when the client asked for
 ``--get-server-output`` and the server runs with ``-J``) for uplink, the client's
@@ -14,7 +18,6 @@ plateau on 3G), so they are kept as measured; ``bin_s`` > 0.1 merges them.
 
 from __future__ import annotations
 
-import ipaddress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -155,43 +158,3 @@ def parse_iperf3(
         "retransmits": int(retransmits) if retransmits is not None else None,
         "iperf3_version": str(raw.get("start", {}).get("version", "")),
     }
-
-
-#: /proc/net/tcp's state code for an established connection.
-_ESTABLISHED = "01"
-
-
-def _proc_address(field: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
-    """``0100007F:1451`` (IPv4) or a 32-hex-digit IPv6 address, as the kernel prints
-    them in /proc/net/tcp{,6}: 32-bit words in host (little-endian) order."""
-    addr_hex, port_hex = field.split(":")
-    raw = bytes.fromhex(addr_hex)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    addr: ipaddress.IPv4Address | ipaddress.IPv6Address
-    if len(words) == 4:
-        addr = ipaddress.IPv4Address(words)
-    else:
-        addr = ipaddress.IPv6Address(words)
-        if addr.ipv4_mapped is not None:
-            addr = addr.ipv4_mapped
-    return addr, int(port_hex, 16)
-
-
-def established_to(table: str, server: str, port: int) -> int:
-    """How many established TCP connections in a /proc/net/tcp{,6} listing go to
-    ``server:port`` (pure). iperf3 opens its control connection first and its data
-    connections only once the server has answered, so one connection that stays alone
-    means a server that accepted but does not speak."""
-    target = ipaddress.ip_address(server)
-    count = 0
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 4 or fields[3] != _ESTABLISHED:
-            continue
-        try:
-            remote = _proc_address(fields[2])
-        except ValueError:
-            continue
-        if remote == (target, port):
-            count += 1
-    return count
