@@ -34,7 +34,16 @@ def _imports(path: Path) -> Iterator[tuple[int, str, int]]:
             yield node.lineno, node.module or "", node.level
 
 
-class ExperimentFoldersContract(Contract):
+class _ListedViolations(Contract):
+    """A contract whose check leaves its violations, one line each, in the metadata."""
+
+    def render_broken_contract(self, check: ContractCheck) -> None:
+        for violation in check.metadata["violations"]:
+            output.print_error(violation, bold=False)
+            output.new_line()
+
+
+class ExperimentFoldersContract(_ListedViolations):
     """Every ``<folder>/<name>/*.py`` imports only its own folder's modules,
     ``allowed_modules`` and what is not the project."""
 
@@ -70,13 +79,9 @@ class ExperimentFoldersContract(Contract):
                                           f"{owner[top]} (shared code belongs in the kit)")
         return ContractCheck(kept=not violations, metadata={"violations": violations})
 
-    def render_broken_contract(self, check: ContractCheck) -> None:
-        for violation in check.metadata["violations"]:
-            output.print_error(violation, bold=False)
-            output.new_line()
 
 
-class StandardLibraryOnlyContract(Contract):
+class StandardLibraryOnlyContract(_ListedViolations):
     """``source_modules`` and everything under them import only each other and the
     standard library (``sys.stdlib_module_names``)."""
 
@@ -99,8 +104,3 @@ class StandardLibraryOnlyContract(Contract):
                 violations.append(f"{importer} imports {imported} (line "
                                   f"{', '.join(map(str, lines))}): not the standard library")
         return ContractCheck(kept=not violations, metadata={"violations": violations})
-
-    def render_broken_contract(self, check: ContractCheck) -> None:
-        for violation in check.metadata["violations"]:
-            output.print_error(violation, bold=False)
-            output.new_line()
