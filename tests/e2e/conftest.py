@@ -1,5 +1,6 @@
 """The compose fleet, brought up once per test session with the README's own script
-(``scripts/up --no-demo``) and torn down after (set TESTBED_KEEP_STACK=1 to keep it)."""
+(``scripts/up --no-demo``) and torn down after (set TESTBED_KEEP_STACK=1 to keep it;
+TESTBED_E2E_STACK=up says the caller brought it up already, as scripts/test does)."""
 
 from __future__ import annotations
 
@@ -116,8 +117,11 @@ def script(name: str, *args: str, timeout: float = 900) -> None:
 def fleet() -> Iterator[Fleet]:
     require(_docker_ok(), "the end-to-end tests need a running Docker engine "
             "(docker info failed)")
-    script("down", "--volumes")
-    script("up", "--no-demo")
+    if os.environ.get("TESTBED_E2E_STACK") != "up":
+        script("down", "--volumes")
+        script("up", "--no-demo")
+    # else scripts/test brought the stack up before starting other tests beside these
+    # (its Docker networks exist before theirs: no address pool to race for)
     fleet = Fleet(_env()["TESTBED_ADMIN_TOKEN"])
     yield fleet
     fleet.http.close()

@@ -139,6 +139,7 @@ def compressed_day(fleet: Fleet) -> None:
     assert verdicts[FLAT[1]].startswith("no"), verdicts
 
 
+@pytest.mark.quiet  # the flat operator's hours within 10 % of each other
 @pytest.mark.side_by_side("days", compressed_day)
 def test_compressed_day_shows_the_loaded_operators_daily_cycle(
         side_by_side: SideBySide) -> None:

@@ -154,6 +154,7 @@ def offline_day(fleet: Fleet) -> None:
     assert sorted(hours) == list(range(HOURS)), hours
 
 
+@pytest.mark.quiet  # beside test_diurnal's day: a side-by-side group runs in one phase
 @pytest.mark.side_by_side("days", offline_day)
 def test_node_cut_from_control_runs_its_day_offline_and_loses_nothing(
         side_by_side: SideBySide) -> None:

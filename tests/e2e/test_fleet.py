@@ -50,6 +50,7 @@ def pcap_bin_errors(packets: list[Packet], tat: dict[str, Any]) -> list[float]:
     return best
 
 
+@pytest.mark.quiet  # the TAT within 10 % of the link's rate
 @pytest.mark.parametrize(("node", "interface", "rate_bps"), [
     ("se-02", "op0", 10e6),  # the one-SIM node on Telia's 10 Mbit/s uplink
     ("se-01", "op1", 4e6),   # the two-SIM node's Tele2 SIM, 4 Mbit/s
@@ -126,6 +127,7 @@ def test_metrics_report_the_fleet(fleet: Fleet) -> None:
     assert "testbed_upload_bytes_total" in text
 
 
+@pytest.mark.quiet  # ABw within 15 % of TAT, the estimator's latency under 1.5 s
 @pytest.mark.parametrize(("node", "interface", "constant"), [
     ("se-02", "op0", True), ("se-01", "op1", True),
     ("no-01", "op0", False),  # Telenor's rate changes every compressed hour (20 s)
@@ -165,6 +167,7 @@ def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: st
     assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
 
 
+@pytest.mark.quiet  # at least 90 bins of 100 ms from a 10 s run
 def test_abw_tat_session_with_ditg_measures_the_uplink(fleet: Fleet) -> None:
     """One half with D-ITG as the TAT tool: ITGSend on the node, the server's ITGRecv,
     its log fetched back and decoded into 100 ms receiver bins like iperf3's."""

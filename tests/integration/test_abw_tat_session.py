@@ -36,7 +36,7 @@ import pytest
 
 from tests.conftest import REPO, require_root, require_tools, unavailable
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.quiet]  # deadlines of a few seconds
 
 TAG = uuid.uuid4().hex[:6]
 SERVER_NS, CLIENT_NS = f"tas-{TAG}", f"tac-{TAG}"

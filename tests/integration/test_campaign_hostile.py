@@ -207,6 +207,7 @@ def test_campaigns_page_cancels_and_deletes_for_the_owner_only(api: Api) -> None
     assert cid not in api.client.get("/pages/campaigns", headers=alice).text
 
 
+@pytest.mark.quiet  # answered within 5 s
 def test_specs_that_scale_work_are_refused_quickly_with_the_limit(api: Api) -> None:
     api.add_node("se-01", [("op0", "240-01", "Telia")])
     now = api.clock.now()

@@ -60,6 +60,7 @@ def test_replicas_starting_together_apply_the_migrations_once(pg_url: str) -> No
     assert len(heads) == 1
 
 
+@pytest.mark.quiet  # takeover within the lease's bound
 def test_one_replica_leads_and_another_takes_over_within_the_bound(pg_url: str) -> None:
     upgrade(pg_url)
     lease = 1.5

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import REPO, require_root, require_tools
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.quiet]  # done within 20 s
 
 TAG = uuid.uuid4().hex[:6]
 SERVER_NS, CLIENT_NS, GHOST_NS = f"tbs-{TAG}", f"tbc-{TAG}", f"tbg-{TAG}"
