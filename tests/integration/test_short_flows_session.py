@@ -31,8 +31,8 @@ import pytest
 
 from orchestrator.analysis.capture import reference_flows
 from orchestrator.timeseries.shortflows import flow_rows
-from tests.conftest import REPO, require_root, require_tools
 from testbed_kit.short_flows import parse_result, short_sizes
+from tests.conftest import REPO, require_root, require_tools
 
 pytestmark = pytest.mark.netns
 
@@ -152,8 +152,8 @@ def test_every_flow_is_found_in_the_capture_with_its_completion_time(
 
 def test_the_responder_refuses_a_bad_request_with_a_reason(
         link: subprocess.Popen[bytes]) -> None:
-    probe = ("import socket; s = socket.create_connection(('%s', 5301), 5); "
-             "s.sendall(b'down 0\\n'); print(s.recv(200).decode())" % SERVER)
+    probe = (f"import socket; s = socket.create_connection(('{SERVER}', 5301), 5); "
+             "s.sendall(b'down 0\\n'); print(s.recv(200).decode())")
     out = subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe), capture_output=True,
                          text=True, timeout=20)
     assert out.stdout.startswith("error: a flow moves 1 to"), out

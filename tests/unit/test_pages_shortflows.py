@@ -8,9 +8,8 @@ import re
 
 from orchestrator.analysis.abwtat import Where
 from orchestrator.analysis.shortflows import model_fct_s
-from orchestrator.pages.data import Filters
+from orchestrator.pages.data import Choices, Filters
 from orchestrator.pages.html import page_html
-from orchestrator.pages.data import Choices
 from orchestrator.pages.shortflows import short_flows_page
 from orchestrator.pages.shortflows_data import ShortFlowRow
 from testbed_kit.short_flows import short_sizes

@@ -10,6 +10,7 @@ capture taken as the node agent takes it.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def recorded() -> dict[str, Any]:
 def test_eleven_geometric_sizes_from_the_reference() -> None:
     sizes = short_sizes()
     assert len(sizes) == 11 and sizes[0] == SMALLEST == 1388 and sizes[-1] == LARGEST == 327_568
-    ratios = [b / a for a, b in zip(sizes, sizes[1:], strict=False)]
+    ratios = [b / a for a, b in pairwise(sizes)]
     assert max(ratios) - min(ratios) < 1e-3  # geometric, to the rounding of whole bytes
 
 
@@ -84,4 +85,4 @@ def test_a_flow_record_with_a_wrong_field_names_the_flow() -> None:
     doc["flows"][3]["local_port"] = 70000
     with pytest.raises(ShortFlowsOutputError, match="flow 3: local_port 70000"):
         parse_result(doc)
-    assert FORMAT == doc["format"] and VERSION == doc["version"]
+    assert doc["format"] == FORMAT and doc["version"] == VERSION
