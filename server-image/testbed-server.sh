@@ -173,8 +173,11 @@ fi
 if [ -r "$FLOW_RESPONDER" ]; then
     # Each flow must start from the same state: no ssthresh or RTT cached from the
     # previous connection to the same node (Garcia et al. ran with no metrics caching).
-    sysctl -qw net.ipv4.tcp_no_metrics_save=1 2>/dev/null \
-        || say "cannot set net.ipv4.tcp_no_metrics_save=1 (read-only /proc/sys): flows may reuse cached metrics"
+    # Compose sets it per container (docker-compose.yml); elsewhere try here.
+    if [ "$(cat /proc/sys/net/ipv4/tcp_no_metrics_save 2>/dev/null)" != 1 ]; then
+        sysctl -qw net.ipv4.tcp_no_metrics_save=1 2>/dev/null \
+            || say "cannot set net.ipv4.tcp_no_metrics_save=1 (read-only /proc/sys): flows may reuse cached metrics"
+    fi
     python3 "$FLOW_RESPONDER" --port "$FLOW_PORT" &
     say "flow responder on port $FLOW_PORT (short-flows)"
 fi
