@@ -7,6 +7,10 @@ campaign hours, compressed by the same factor from the same anchor, is written a
 campaign time, so the orchestrator's hourly page shows the curve for Telenor and none
 for Telia, and the time-of-day analysis finds a daily cycle only for Telenor.
 
+After the day, one short-flows session per operator on the same SIMs shows every
+flow's completion time from the node's capture on the short-flows page, beside the
+model line (the day leaves no room for a session every 2 campaign hours: see there).
+
 The day runs side by side with test_fault_offline's (conftest's ``SideBySide``), which keeps
 se-02 cut from control all day: hence se-01's Telia SIM here, not se-02's.
 """
