@@ -79,7 +79,7 @@ def link() -> Iterator[subprocess.Popen[bytes]]:
         env = {**os.environ, "PYTHONPATH": str(REPO / "common")}
         responder = subprocess.Popen(
             _in(SERVER_NS, sys.executable, str(REPO / "server-image/flow_responder.py"),
-                "--listen", SERVER), env=env, stderr=subprocess.PIPE)
+                "--listen", SERVER), env=env, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while subprocess.run(_in(CLIENT_NS, sys.executable, "-c",
                                  f"import socket; socket.create_connection(('{SERVER}', 5301), 1)"),
