@@ -50,6 +50,9 @@ CAPTURES="${TESTBED_CAPTURES:-/usr/local/lib/testbed/capture_service.py}"
 CAPTURE_DIR="${TESTBED_CAPTURE_DIR:-/var/lib/testbed/captures}"
 CAPTURE_LISTEN="${TESTBED_CAPTURE_LISTEN:-0.0.0.0}"
 CAPTURE_PORT=9010
+#: The short-flows experiment's responder: N bytes per connection, either way.
+FLOW_RESPONDER="${TESTBED_FLOW_RESPONDER:-/usr/local/lib/testbed/flow_responder.py}"
+FLOW_PORT="${TESTBED_FLOW_PORT:-5301}"
 
 say() { echo "testbed-server: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -165,6 +168,18 @@ if [ -r "$CAPTURES" ] && command -v tcpdump >/dev/null; then
     say "capture service on $CAPTURE_LISTEN:$CAPTURE_PORT: the server's side of each run's capture"
 else
     say "no capture service (tcpdump or $CAPTURES missing): bundles get the node's capture only"
+fi
+
+if [ -r "$FLOW_RESPONDER" ]; then
+    # Each flow must start from the same state: no ssthresh or RTT cached from the
+    # previous connection to the same node (Garcia et al. ran with no metrics caching).
+    # Compose sets it per container (docker-compose.yml); elsewhere try here.
+    if [ "$(cat /proc/sys/net/ipv4/tcp_no_metrics_save 2>/dev/null)" != 1 ]; then
+        sysctl -qw net.ipv4.tcp_no_metrics_save=1 2>/dev/null \
+            || say "cannot set net.ipv4.tcp_no_metrics_save=1 (read-only /proc/sys): flows may reuse cached metrics"
+    fi
+    python3 "$FLOW_RESPONDER" --port "$FLOW_PORT" &
+    say "flow responder on port $FLOW_PORT (short-flows)"
 fi
 
 stop() {

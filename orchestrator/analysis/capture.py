@@ -97,6 +97,7 @@ def _flow(f: Mapping[str, Any], bin_s: float) -> FlowStats:
         arrival_bins=[int(b) for b in f["arrival_bins"]],
         delivered_bins=[int(b) for b in f["delivered_bins"]],
         unbinned_packets=int(f["unbinned_packets"]),
+        syn_fin_retrans=int(f["syn_fin_retrans"]),
     )
 
 

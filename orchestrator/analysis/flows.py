@@ -22,6 +22,10 @@
   receiver's ACK delay.
 - Flow completion time: SYN (or the first packet) to the first ACK covering the last
   data byte (or the last data packet when that ACK was not captured).
+- SYN/FIN retransmissions: segments carrying SYN (SYN/ACK included) or FIN beyond the
+  first of each from the same side. Such a flow's completion time holds a
+  retransmission timeout of the handshake or the teardown, not the path's behaviour:
+  the short-flows study excludes it (after Garcia et al.).
 
 Bounds (a capture comes from a node, which is not trusted: docs/security.md). Bins are a
 dense list up to the latest packet, so one packet stamped years later would ask for
@@ -103,6 +107,7 @@ class FlowStats:
     arrival_bins: list[int]  # payload bytes per bin by arrival
     delivered_bins: list[int]  # in-order delivered bytes per bin
     unbinned_packets: int = 0  # data packets beyond the bins' bound (max_bins)
+    syn_fin_retrans: int = 0  # SYN or FIN segments sent again by the same side
 
     @property
     def retrans_pct(self) -> float:
@@ -359,6 +364,7 @@ def analyse_flow(
         )
     start_ns = (syn or packets[0]).ts_ns
     fct = None
+    syn_fin_retrans = _syn_fin_retrans(conn, packets)
     if last_data_ns is not None:
         done = (
             full_ack_ns if full_ack_ns is not None and full_ack_ns >= last_data_ns else last_data_ns
@@ -383,4 +389,16 @@ def analyse_flow(
         arrival_bins=arrival,
         delivered_bins=delivered,
         unbinned_packets=unbinned,
+        syn_fin_retrans=syn_fin_retrans,
     )
+
+
+def _syn_fin_retrans(conn: Connection, packets: list[Packet]) -> int:
+    """SYN and FIN segments beyond the first of each, per side."""
+    seen = {(side, flag): 0 for side in conn for flag in (SYN, FIN)}
+    for p in packets:
+        side = Endpoint(p.src, p.sport)
+        for flag in (SYN, FIN):
+            if p.flags & flag and (side, flag) in seen:
+                seen[(side, flag)] += 1
+    return sum(max(0, n - 1) for n in seen.values())

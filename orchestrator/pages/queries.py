@@ -18,9 +18,11 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
+from orchestrator.pages.shortflows_data import ShortFlowRow
 from orchestrator.services.access import Readable
 from orchestrator.timeseries.influx import Series, literal
 from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
+from orchestrator.timeseries.shortflows import SHORT_FLOWS
 
 PLACE_TAGS = ("node", "country", "operator", "operator_name")
 RUN_TAGS = ("campaign", "run", "session", "direction")
@@ -131,3 +133,29 @@ def choices(ts: TimeSeriesQuery, filters: Filters, *, readable: Readable) -> Cho
                    operators=tuple(Choice(k, v) for k, v in sorted(operators.items(),
                                                                    key=lambda kv: kv[1])),
                    nodes=tuple(sorted(nodes)))
+
+
+# --- short-flows ----------------------------------------------------------------------
+
+
+def short_flows_query(filters: Filters) -> str:
+    return _select(SHORT_FLOWS, ("status", "fct_s", "rtt_3whs_s", "size_bytes", "kind"),
+                   filters)
+
+
+def short_flows(ts: TimeSeriesQuery, filters: Filters, *,
+                readable: Readable) -> list[ShortFlowRow]:
+    """Every ``short_flows`` point the caller may read, excluded and failed ones too
+    (the page counts them)."""
+    out = []
+    for row in _rows(ts.query(short_flows_query(filters))):
+        if row.get("size_bytes") is None or not readable.run(_s(row, "run")):
+            continue
+        fct, rtt = row.get("fct_s"), row.get("rtt_3whs_s")
+        out.append(ShortFlowRow(
+            time_ns=int(row["time"]), where=_where(row), run=_s(row, "run"),
+            session=_s(row, "session"), direction=_s(row, "direction"),
+            kind=_s(row, "kind"), size_bytes=int(row["size_bytes"]),
+            status=_s(row, "status"), fct_s=None if fct is None else float(fct),
+            rtt_3whs_s=None if rtt is None else float(rtt)))
+    return out

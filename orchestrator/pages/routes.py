@@ -40,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
+from orchestrator.pages.shortflows import short_flows_page
 from orchestrator.services.access import Readable, readable
 from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
@@ -224,6 +225,14 @@ def time_of_day(request: Request, campaign: Text = None, operator: Text = None,
                 node: Text = None, days: Text = None) -> Response:
     return _page(request, lambda ts, f, z, r: views.timeofday_page(
         queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
+        campaign=campaign, operator=operator, node=node, days=days)
+
+
+@router.get("/pages/short-flows", response_class=HTMLResponse)
+def short_flows(request: Request, campaign: Text = None, operator: Text = None,
+                node: Text = None, days: Text = None) -> Response:
+    return _page(request, lambda ts, f, _z, r: short_flows_page(
+        queries.short_flows(ts, f, readable=r), filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 

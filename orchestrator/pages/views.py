@@ -135,7 +135,7 @@ def _fmt(v: float, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if math.isfinite(v) else "n/a"
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
@@ -174,7 +174,7 @@ def hourly_page(rows: Sequence[TatSummaryRow], *, zones: Zones, filters: Filters
     for i, (label, op_rows) in enumerate(_by_operator(rows).items()):
         boxes = per_op[label]
         charts.append(svg.box_plot(
-            chart_id=f"hourly-{_slug(label)}", title=f"{label}: TAT rate by hour of day",
+            chart_id=f"hourly-{slug(label)}", title=f"{label}: TAT rate by hour of day",
             desc=(f"Box plot of {len(op_rows)} TAT transfers of {label} by hour of day, "
                   f"{filters.describe()}."),
             categories=HOURS, boxes=boxes, x_label=x_label, y_max=y_max,
@@ -274,7 +274,7 @@ def abw_tat_page(tat_rows: Sequence[TatSummaryRow], abw_rows: Sequence[AbwRow], 
                     for p in ps if p.method == m])
             for m in methods]
         chart = svg.scatter(
-            chart_id=f"scatter-{_slug(country)}-{_slug(label)}",
+            chart_id=f"scatter-{slug(country)}-{slug(label)}",
             title=f"{country} / {label}: ABw estimate against TAT",
             desc=f"{len(ps)} TAT-ABw pairs of {label} in {country}; the dashed line is y = x.",
             series=series, x_label="TAT mean rate (Mbit/s)", y_label="ABw estimate (Mbit/s)",
@@ -346,7 +346,7 @@ def _clock(hour: float) -> str:
 MIN_CYCLE_SHARE = 0.05
 
 
-def _cycle_verdict(res: DiurnalResult, mean: float) -> str:
+def cycle_verdict(res: DiurnalResult, mean: float) -> str:
     share = res.amplitude / abs(mean) if mean else 0.0
     if not res.significant:
         return "no"
@@ -383,7 +383,7 @@ def timeofday_page(rows: Sequence[TatSummaryRow], *, zones: Zones, filters: Filt
         zone = zones.of(node)
         peak = (res.peak_hour + _utc_offset_h(zone, rs[len(rs) // 2].time_ns)) % 24
         out.append((
-            node, label, str(res.n), _cycle_verdict(res, float(y.mean())),
+            node, label, str(res.n), cycle_verdict(res, float(y.mean())),
             f"{res.p_value:.3f}",
             f"{res.delta_bic:.1f} [{res.delta_bic_ci[0]:.1f}, {res.delta_bic_ci[1]:.1f}]",
             f"{res.amplitude:.2f} [{res.amplitude_ci[0]:.2f}, {res.amplitude_ci[1]:.2f}]",
@@ -411,6 +411,9 @@ PAGES = (
      "relative-difference CDF, ABw latency and volume ratio."),
     ("time-of-day", "Time-of-day significance",
      "Daily-cycle test (Lomb-Scargle, differential BIC) per node and operator."),
+    ("short-flows", "Short flows",
+     "Short-flow completion time against size per operator, with the slow-start model, "
+     "its RTT/capacity sensitivity and the time-of-day test per size."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
     ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "

@@ -21,8 +21,9 @@ from orchestrator.analysis.flows import FlowStats
 from orchestrator.analysis.policing import MIN_BINS, classify_policing
 from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
+from orchestrator.timeseries.shortflows import SHORT_FLOWS, SHORT_FLOWS_FIELDS, flow_rows
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import tat_result
+from testbed_kit import short_flows, tat_result
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -52,6 +53,8 @@ FIELDS: dict[str, frozenset[str]] = {
         "fct_s", "rtt_3whs_s", "retrans_pct", "retrans_bytes_pct", "dupack_pct",
         "self_delay_s", "self_delay_p95_s", "payload_bytes",
     }),
+    # short-flows (testbed.short-flows): one point per flow, figures from the capture.
+    SHORT_FLOWS: SHORT_FLOWS_FIELDS,
 }
 
 TAGS = ("node", "country", "operator", "operator_name", "interface", "rat", "experiment",
@@ -270,6 +273,17 @@ def flow_points(flows: Sequence[FlowStats], ctx: RunContext) -> list[Point]:
     return out
 
 
+def short_flow_points(result: Mapping[str, Any], flows: Sequence[FlowStats],
+                      ctx: RunContext) -> list[Point]:
+    """A ``testbed.short-flows`` v1 result, joined with the run's captured ``flows``
+    (:mod:`orchestrator.timeseries.shortflows`), as one ``short_flows`` point per flow,
+    tagged with ``direction``, ``kind`` (short/long) and ``size`` (bytes)."""
+    parsed = short_flows.parse_result(result)
+    return [point(SHORT_FLOWS, ctx, row.fields, row.time_ns, direction=parsed.direction,
+                  kind=row.kind, size=str(row.fields["size_bytes"]))
+            for row in flow_rows(parsed, flows)]
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -286,7 +300,9 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                   ) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
-    ``*.json`` with format ``testbed.tat``: :func:`tat_points`; ``meta/modem.jsonl``:
+    ``*.json`` with format ``testbed.tat``: :func:`tat_points`; with format
+    ``testbed.short-flows``: :func:`short_flow_points`, joined with the flows of every
+    capture of the bundle (so after them); ``meta/modem.jsonl``:
     :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
     :func:`system_points`; other ``*.jsonl``,
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
@@ -303,6 +319,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
         out.notes.append(f"{MODEM_FILE}: absent; the run has no modem metadata (signal, "
                          "cell, band unknown)")
     analysed = dict(captures or {})
+    captured: list[FlowStats] = []  # every capture's flows, for results that need them
+    joined: list[tuple[str, Mapping[str, Any]]] = []  # results joined with them after
     for name in sorted({*files, *analysed}):
         try:
             if name in analysed or name.endswith((".pcap", ".pcapng")):
@@ -311,6 +329,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                     out.notes.append(f"{name}: {got.damage}")
                 out.notes.extend(f"{name}: {note}" for note in got.notes)
                 out.points.extend(flow_points(got.flows, ctx))
+                captured.extend(got.flows)
                 continue
             data = files[name]
             if name.endswith(".jsonl"):
@@ -327,7 +346,14 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
                 if isinstance(doc, dict) and doc.get("format") == tat_result.FORMAT:
                     out.points.extend(tat_points(doc, ctx))
+                elif isinstance(doc, dict) and doc.get("format") == short_flows.FORMAT:
+                    joined.append((name, doc))
         except (Invalid, ValueError, KeyError, TypeError) as e:  # Invalid: CaptureError too
+            out.notes.append(f"{name}: not turned into points: {e}")
+    for name, doc in joined:
+        try:
+            out.points.extend(short_flow_points(doc, captured, ctx))
+        except ValueError as e:  # ShortFlowsOutputError too
             out.notes.append(f"{name}: not turned into points: {e}")
     return out
 

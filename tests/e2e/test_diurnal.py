@@ -7,6 +7,10 @@ campaign hours, compressed by the same factor from the same anchor, is written a
 campaign time, so the orchestrator's hourly page shows the curve for Telenor and none
 for Telia, and the time-of-day analysis finds a daily cycle only for Telenor.
 
+After the day, one short-flows session per operator on the same SIMs shows every
+flow's completion time from the node's capture on the short-flows page, beside the
+model line (the day leaves no room for a session every 2 campaign hours: see there).
+
 The day runs side by side with test_fault_offline's (conftest's ``SideBySide``), which keeps
 se-02 cut from control all day: hence se-01's Telia SIM here, not se-02's.
 """
@@ -181,3 +185,68 @@ def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) ->
     finally:  # the other tests' runs on this SIM need a cap with room
         fleet.http.put(f"/api/v1/nodes/{node}/interfaces/op0/quota",
                        json={"cap_bytes": 2_000_000_000, "reset_day": 1, "margin": 0.05})
+
+
+# --- short-flows on the same two operators ----------------------------------------------
+# The day above keeps no-01 and se-01 busy 19 s of every 20 (a 17 s TAT slot and the
+# fleet's 2 s padding), so a short-flows session every 2 campaign hours does not fit
+# beside it; one session per operator after it shows the whole path instead (image,
+# the server's responder, the node's capture, ingest by testbed-flows, the page).
+
+
+class _FctCharts(HTMLParser):
+    """Each completion-time chart's series: chart id -> {series name: marker count}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.charts: dict[str, dict[str, int]] = {}
+        self._chart: str | None = None
+        self._series: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "svg" and (a.get("id") or "").startswith("fct-"):
+            self._chart = a["id"] or ""
+            self.charts[self._chart] = {}
+        elif tag == "g" and a.get("class") == "series" and self._chart:
+            self._series = a.get("data-series") or ""
+            self.charts[self._chart][self._series] = 0
+        elif tag == "circle" and a.get("class") == "marker" and self._chart and self._series:
+            self.charts[self._chart][self._series] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "svg":
+            self._chart = self._series = None
+
+
+def test_short_flows_page_shows_every_size_with_the_model_per_operator(fleet: Fleet) -> None:
+    """A short-flows session (a 1 MB long flow, downlink) on each operator: every flow
+    is found in the node's capture, and the page draws the 11 sizes per operator beside
+    the model line (about 40 s of wall time)."""
+    r = fleet.http.post("/api/v1/campaigns", json={
+        "version": 2, "name": "short-flows", "nodes": [LOADED[0], FLAT[0]],
+        "select": "interface:op0", "recurrence": {"kind": "asap"},
+        "steps": [{"experiment": "short-flows",
+                   "parameters": {"long_bytes": 1_000_000, "gap_s": 0.2}}]})
+    assert r.status_code == 201, r.text
+    campaign: dict[str, Any] = r.json()
+    assert len(campaign["runs"]) == 2, campaign["decisions"]
+    for run in campaign["runs"]:
+        done = fleet.wait(run["id"], FINAL, timeout_s=180)
+        assert done["state"] == "done", story(done)
+    query = (f"SELECT count(size_bytes) FROM short_flows WHERE campaign = '{campaign['id']}' "
+             "AND status = 'ok' GROUP BY node")
+    end = time.monotonic() + 60
+    while sum(row[1] for row in fleet.influx(query)) < 2 * 12:
+        assert time.monotonic() < end, fleet.influx(
+            f"SELECT status, size_bytes, node FROM short_flows WHERE "
+            f"campaign = '{campaign['id']}'")
+        time.sleep(2)
+    page = fleet.http.get(f"/pages/short-flows?campaign={campaign['id']}")
+    assert page.status_code == 200, page.text
+    charts = _FctCharts()
+    charts.feed(page.text)
+    for _, name in (LOADED, FLAT):
+        [series] = [s for chart, s in charts.charts.items() if name.lower() in chart]
+        assert series["measured (median)"] == 11, (name, series)
+        assert series["model L(S)"] > 11, (name, series)

@@ -58,8 +58,12 @@ def _assert_same(ref: CaptureFlows, native: CaptureFlows) -> None:
 
 
 def test_the_recordings_are_the_fixtures_the_reference_is_tested_on() -> None:
-    assert RECORDED == ["tcp-6mbit-any.pcap", "tcp-6mbit-any.pcapng", "tcp-6mbit-rx.pcap",
-                        "tcp-6mbit-tx.pcap"]
+    assert RECORDED == ["short-flows-downlink.pcap", "tcp-6mbit-any.pcap",
+                        "tcp-6mbit-any.pcapng", "tcp-6mbit-rx.pcap", "tcp-6mbit-tx.pcap"]
+
+
+#: Connections in each recording: iperf3's control and data; a short-flows session's 12.
+CONNECTIONS = {"short-flows-downlink.pcap": 12}
 
 
 @pytest.mark.parametrize("name", RECORDED)
@@ -67,7 +71,8 @@ def test_the_recordings_are_the_fixtures_the_reference_is_tested_on() -> None:
 def test_every_recorded_capture_gives_identical_figures(
         name: str, bin_s: float, tmp_path: Path, tool: str) -> None:
     ref, native = _both((FIXTURES / name).read_bytes(), tmp_path, tool, bin_s)
-    assert len(ref.flows) == 2 and ref.flows[0].data_packets > 0  # not a vacuous comparison
+    assert len(ref.flows) == CONNECTIONS.get(name, 2)  # not a vacuous comparison
+    assert ref.flows[0].data_packets > 0
     _assert_same(ref, native)
 
 
@@ -331,4 +336,33 @@ def test_a_pcapng_packet_block_over_2_mib_is_damage_in_both(tmp_path: Path, tool
     ref, native = _both(_pcapng([_idb(), *map(_epb, records), huge]), tmp_path, tool)
     assert ref.damage is not None and "is more than any capture holds" in str(ref.damage)
     assert ref.damage.packets_read == 5 and ref.flows[0].data_packets == 2
+    _assert_same(ref, native)
+
+
+def _handshake_and_teardown(sport: int, *, syns: int, fins: int) -> list[bytes]:
+    """A 3-segment connection whose SYN is sent ``syns`` times (1 s apart, as a
+    retransmission timeout would) and whose client FIN ``fins`` times."""
+    base = 5000.0 * (sport % 10)  # connections one after another
+    t = base + 1000.0 * (syns - 1)
+    out = [_tcp(base + 1000.0 * i, A4, B4, sport, 80, seq=0, flags=SYN) for i in range(syns)]
+    out += [_tcp(t + 10, B4, A4, 80, sport, seq=50, ack=1, flags=SYN | ACK),
+            _tcp(t + 20, A4, B4, sport, 80, seq=1, ack=51)]
+    out += [_tcp(t + 30 + i, B4, A4, 80, sport, seq=51 + 1000 * i, ack=1, payload=1000)
+            for i in range(3)]
+    out.append(_tcp(t + 50, A4, B4, sport, 80, seq=1, ack=3051))
+    out += [_tcp(t + 60 + 200 * i, A4, B4, sport, 80, seq=1, ack=3051, flags=FIN | ACK)
+            for i in range(fins)]
+    return out
+
+
+def test_syn_and_fin_retransmissions_are_counted_alike(tmp_path: Path, tool: str) -> None:
+    """What the short-flows study excludes a flow for: a SYN or FIN sent again."""
+    data = _RAW_PCAP + b"".join([*_handshake_and_teardown(41000, syns=1, fins=1),
+                                 *_handshake_and_teardown(41001, syns=2, fins=1),
+                                 *_handshake_and_teardown(41002, syns=1, fins=3)])
+    ref, native = _both(data, tmp_path, tool)
+    by_port = {f.connection.client.port: f for f in ref.flows}
+    assert {p: f.syn_fin_retrans for p, f in by_port.items()} == {41000: 0, 41001: 1, 41002: 2}
+    # the SYN sent twice holds a 1 s timeout: the completion time shows it
+    assert by_port[41001].fct_s is not None and by_port[41001].fct_s > 1.0
     _assert_same(ref, native)

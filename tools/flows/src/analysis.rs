@@ -93,6 +93,7 @@ struct Seen {
     first_data: [Option<(u32, i64)>; 2], // (seq, ts)
     last_data_ts: [Option<i64>; 2],      // the latest data packet's time
     syn: Option<(Endpoint, i64)>,        // client, and its SYN's time
+    control: [[i64; 2]; 2],              // per side: segments with SYN, with FIN
     server: Endpoint,
     handshake: Handshake,
 }
@@ -110,6 +111,7 @@ impl Seen {
             first_data: [None; 2],
             last_data_ts: [None; 2],
             syn: None,
+            control: [[0; 2]; 2],
             server: b,
             handshake: Handshake::WaitSyn,
         }
@@ -122,6 +124,8 @@ impl Seen {
                 continue;
             }
             self.payload_from[i] += p.payload;
+            self.control[i][0] += i64::from(p.flags & SYN != 0);
+            self.control[i][1] += i64::from(p.flags & FIN != 0);
             if p.flags & SYN != 0 && self.first_syn_seq[i].is_none() {
                 self.first_syn_seq[i] = Some(p.seq);
             }
@@ -153,6 +157,17 @@ impl Seen {
             }
             h => h,
         };
+    }
+
+    /// SYN and FIN segments beyond the first of each, per side (a connection from an
+    /// endpoint to itself has one side: counted once, as the reference does).
+    fn syn_fin_retrans(&self) -> i64 {
+        let sides = if self.a == self.b { 1 } else { 2 };
+        self.control[..sides]
+            .iter()
+            .flatten()
+            .map(|n| (n - 1).max(0))
+            .sum()
     }
 
     fn client(&self) -> Option<Endpoint> {
@@ -250,6 +265,7 @@ struct Flow {
     last_window: i32,
     last_data_ns: Option<i64>,
     full_ack_ns: Option<i64>,
+    syn_fin_retrans: i64,
 }
 
 /// The bin a packet at `ts_ns` falls in (in i128: the difference of two clamped times
@@ -332,6 +348,7 @@ impl Flow {
             last_window: -1,
             last_data_ns: None,
             full_ack_ns: None,
+            syn_fin_retrans: s.syn_fin_retrans(),
         }
     }
 
@@ -434,6 +451,7 @@ impl Flow {
             arrival_bins: self.arrival,
             delivered_bins: self.delivered,
             unbinned_packets: self.unbinned,
+            syn_fin_retrans: self.syn_fin_retrans,
         }
     }
 }
@@ -461,6 +479,8 @@ pub struct FlowFigures {
     pub delivered_bins: Vec<i64>,
     /// Data packets beyond the bins' bound: counted, not binned.
     pub unbinned_packets: i64,
+    /// SYN or FIN segments sent again by the same side.
+    pub syn_fin_retrans: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
