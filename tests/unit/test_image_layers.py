@@ -20,6 +20,7 @@ IMAGES = {
     "alertmanager": REPO / "deploy/alertmanager/Dockerfile",
     "tat": REPO / "experiments/tat/Dockerfile",
     "abw-tat": REPO / "experiments/abw-tat/Dockerfile",
+    "goodput-sequence": REPO / "experiments/goodput-sequence/Dockerfile",
 }
 #: Every Dockerfile of an image scripts/build-images.sh builds is listed above.
 BUILT = {REPO / "orchestrator/Dockerfile", REPO / "node-image/Dockerfile",
