@@ -411,6 +411,8 @@ PAGES = (
      "relative-difference CDF, ABw latency and volume ratio."),
     ("time-of-day", "Time-of-day significance",
      "Daily-cycle test (Lomb-Scargle, differential BIC) per node and operator."),
+    ("goodput", "First transfer", "goodput-sequence: goodput per transfer size, the first "
+     "transfer after idle (g1) against the median of the rest and its 95 % interval."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
     ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "

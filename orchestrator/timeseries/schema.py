@@ -22,7 +22,7 @@ from orchestrator.analysis.policing import MIN_BINS, classify_policing
 from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import tat_result
+from testbed_kit import goodput, tat_result
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -32,6 +32,9 @@ GPS = "gps"
 SYSTEM = "system"
 QUOTA = "quota"
 FLOWS = "flows"
+# goodput-sequence (docs/goodput-sequence.md): one point per transfer, one per run.
+GOODPUT = "goodput"
+GOODPUT_SUMMARY = "goodput_summary"
 
 #: Field names of each measurement (what a point may carry).
 FIELDS: dict[str, frozenset[str]] = {
@@ -51,6 +54,12 @@ FIELDS: dict[str, frozenset[str]] = {
     FLOWS: frozenset({
         "fct_s", "rtt_3whs_s", "retrans_pct", "retrans_bytes_pct", "dupack_pct",
         "self_delay_s", "self_delay_p95_s", "payload_bytes",
+    }),
+    GOODPUT: frozenset({"goodput_bps", "bytes", "total_s", "connect_s", "first_byte_s",
+                        "index"}),
+    GOODPUT_SUMMARY: frozenset({
+        "g1_bps", "median_bps", "mean_bps", "q1_bps", "q3_bps", "ci_low_bps", "ci_high_bps",
+        "ci_level", "g1_below_ci", "transfers", "size_bytes", "idle_gap_s",
     }),
 }
 
@@ -270,6 +279,30 @@ def flow_points(flows: Sequence[FlowStats], ctx: RunContext) -> list[Point]:
     return out
 
 
+def goodput_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
+    """A ``testbed.goodput-sequence`` v1 result as one ``goodput`` point per transfer (at
+    its start) and a ``goodput_summary`` at the first one's start, tagged with the
+    direction and ``size`` (D in bytes, as text: the page's boxes group by it). The
+    figures are recomputed from the transfers with the kit's code, never copied from
+    the file's own summary."""
+    rates = goodput.transfer_goodputs(result)  # checks format, version and bytes
+    summary = goodput.summarise(rates)
+    tags = {"direction": str(result["direction"]), "size": str(int(result["size_bytes"]))}
+    points = [
+        point(GOODPUT, ctx, {"goodput_bps": rate, "bytes": int(t["bytes"]),
+                             "total_s": float(t["total_s"]), "connect_s": float(t["connect_s"]),
+                             "first_byte_s": _float(t.get("first_byte_s")),
+                             "index": int(t["index"])},
+              to_ns(str(t["start"])), **tags)
+        for t, rate in zip(result["transfers"], rates, strict=True)
+    ]
+    fields: dict[str, FieldValue | None] = {
+        **summary.as_dict(), "size_bytes": int(result["size_bytes"]),
+        "idle_gap_s": float(result["idle_gap_s"])}
+    points.append(point(GOODPUT_SUMMARY, ctx, fields, points[0].time_ns, **tags))
+    return points
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -286,7 +319,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                   ) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
-    ``*.json`` with format ``testbed.tat``: :func:`tat_points`; ``meta/modem.jsonl``:
+    ``*.json`` with format ``testbed.tat``: :func:`tat_points`; with format
+    ``testbed.goodput-sequence``: :func:`goodput_points`; ``meta/modem.jsonl``:
     :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
     :func:`system_points`; other ``*.jsonl``,
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
@@ -327,7 +361,10 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
                 if isinstance(doc, dict) and doc.get("format") == tat_result.FORMAT:
                     out.points.extend(tat_points(doc, ctx))
-        except (Invalid, ValueError, KeyError, TypeError) as e:  # Invalid: CaptureError too
+                if isinstance(doc, dict) and doc.get("format") == goodput.FORMAT:
+                    out.points.extend(goodput_points(doc, ctx))
+        # Invalid: CaptureError too; ValueError: GoodputError too
+        except (Invalid, ValueError, KeyError, TypeError) as e:
             out.notes.append(f"{name}: not turned into points: {e}")
     return out
 
