@@ -100,7 +100,7 @@ class PayloadHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         return None
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass  # one line per transfer would flood the server's log
 
 

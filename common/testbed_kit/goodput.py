@@ -44,7 +44,7 @@ def goodput_bps(size_bytes: int, seconds: float) -> float:
 
 def _binom_cdf_half(k: int, m: int) -> float:
     """P(B <= k) for B ~ Binomial(m, 1/2)."""
-    return sum(math.comb(m, i) for i in range(k + 1)) / 2**m
+    return float(sum(math.comb(m, i) for i in range(k + 1)) / 2**m)
 
 
 def median_ci(values: Sequence[float], confidence: float = CONFIDENCE

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, load_server_module, stage_copies
 from testbed_kit.goodput import FORMAT, VERSION, summarise, transfer_goodputs
+from tests.conftest import REPO, load_server_module, stage_copies
 
 payload = load_server_module("payload_server")
 
