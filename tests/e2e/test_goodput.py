@@ -30,22 +30,24 @@ SIZES = (4096, 65536, 262144)
 PARAMS = {"transfers": 11, "idle_gap_s": 7, "direction": "downlink"}
 
 
-def results(fleet: Fleet, interface: str) -> dict[int, dict[str, Any]]:
-    """One run per size on ``interface``, back to back: each run's result by D."""
-    ids = {d: fleet.submit(NODE, interface, "goodput-sequence", size_bytes=d, **PARAMS)
-           for d in SIZES}
-    out = {}
-    for d, run_id in ids.items():
-        run = fleet.wait(run_id, FINAL, timeout_s=300)
+def results(fleet: Fleet) -> dict[str, dict[int, dict[str, Any]]]:
+    """One run per size on each SIM, all booked at once (the node runs them back to
+    back): each run's result by interface and D."""
+    ids = {(i, d): fleet.submit(NODE, i, "goodput-sequence", size_bytes=d, **PARAMS)
+           for i in (RADIO, FLAT) for d in SIZES}
+    out: dict[str, dict[int, dict[str, Any]]] = {RADIO: {}, FLAT: {}}
+    for (interface, d), run_id in ids.items():
+        run = fleet.wait(run_id, FINAL, timeout_s=400)
         assert run["state"] == "done", story(run)
-        out[d] = fleet.get(f"/api/v1/runs/{run_id}/result") | {"run": run_id}
+        out[interface][d] = fleet.get(f"/api/v1/runs/{run_id}/result") | {"run": run_id}
     return out
 
 
 def first_transfers(fleet: Fleet) -> None:
     fleet.wait_online(NODE)
     started = time.monotonic()
-    radio, flat = results(fleet, RADIO), results(fleet, FLAT)
+    got = results(fleet)
+    radio, flat = got[RADIO], got[FLAT]
     print(f"goodput-sequence: 6 runs on {NODE} in {time.monotonic() - started:.0f} s")
     for d in SIZES:
         r, f = radio[d]["summary"], flat[d]["summary"]
@@ -58,8 +60,9 @@ def first_transfers(fleet: Fleet) -> None:
         # the first transfer waited for the channel: connect() alone took the promotion
         assert radio[d]["transfers"][0]["connect_s"] > 1.5, radio[d]["transfers"][0]
         assert all(t["connect_s"] < 0.5 for t in radio[d]["transfers"][1:])
-        # flat: no promotion, the first transfer within 20 % of the others' median
-        assert f["g1_bps"] > 0.8 * f["median_bps"], f
+        # flat: no promotion, the first transfer as fast as the others within a factor
+        # of two (a busy 2-core machine jitters tens of ms; the promotion costs 4-10x)
+        assert f["g1_bps"] > 0.5 * f["median_bps"], f
         assert flat[d]["transfers"][0]["connect_s"] < 0.5
     # On the flat link the verdict is not "below" for every size. (Per size it may be:
     # with near-identical transfers g1's rank among them is chance, and it falls under
