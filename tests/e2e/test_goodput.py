@@ -14,8 +14,11 @@ far below the interval. About two minutes of runs on a node no other body of the
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +51,12 @@ def first_transfers(fleet: Fleet) -> None:
     started = time.monotonic()
     got = results(fleet)
     radio, flat = got[RADIO], got[FLAT]
+    if record := os.environ.get("TESTBED_RECORD_GOODPUT"):  # fixtures for the unit tests
+        for interface, by_size in got.items():
+            for d, doc in by_size.items():
+                name = f"fleet-{'3g' if interface == RADIO else 'flat'}-{d}x11.json"
+                (Path(record) / name).write_text(json.dumps(
+                    {k: v for k, v in doc.items() if k != "run"}, indent=1))
     print(f"goodput-sequence: 6 runs on {NODE} in {time.monotonic() - started:.0f} s")
     for d in SIZES:
         r, f = radio[d]["summary"], flat[d]["summary"]
