@@ -125,7 +125,7 @@ def main() -> None:
             raise ExperimentError(f"transfer {i} moved {t['bytes']} of {size} bytes")
     after = counters(interface)
 
-    summary = summarise([t["goodput_bps"] for t in transfers])  # 4.
+    summary = summarise([t["goodput_bps"] for t in transfers], size)  # 4.
     result: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "direction": direction, "size_bytes": size,
         "idle_gap_s": idle_s, "interface": interface or "", "server": server, "port": PORT,

@@ -70,7 +70,7 @@ def run_figures(rows: Sequence[GoodputRow]) -> tuple[list[RunFigures], list[str]
         first = transfers[0]
         out.append(RunFigures(run=run, where=first.where, direction=first.direction,
                               size_bytes=first.size_bytes, rest_bps=tuple(rates[1:]),
-                              summary=summarise(rates)))
+                              summary=summarise(rates, first.size_bytes)))
     return out, notes
 
 

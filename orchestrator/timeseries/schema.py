@@ -59,7 +59,7 @@ FIELDS: dict[str, frozenset[str]] = {
                         "index"}),
     GOODPUT_SUMMARY: frozenset({
         "g1_bps", "median_bps", "mean_bps", "q1_bps", "q3_bps", "ci_low_bps", "ci_high_bps",
-        "ci_level", "g1_below_ci", "transfers", "size_bytes", "idle_gap_s",
+        "ci_level", "g1_excess_s", "g1_below_ci", "transfers", "size_bytes", "idle_gap_s",
     }),
 }
 
@@ -286,7 +286,7 @@ def goodput_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
     figures are recomputed from the transfers with the kit's code, never copied from
     the file's own summary."""
     rates = goodput.transfer_goodputs(result)  # checks format, version and bytes
-    summary = goodput.summarise(rates)
+    summary = goodput.summarise(rates, int(result["size_bytes"]))
     tags = {"direction": str(result["direction"]), "size": str(int(result["size_bytes"]))}
     points = [
         point(GOODPUT, ctx, {"goodput_bps": rate, "bytes": int(t["bytes"]),

@@ -79,7 +79,7 @@ def test_the_entry_point_runs_the_protocol(server: int, tmp_path: Path,
     assert [t["index"] for t in doc["transfers"]] == list(range(1, 9))
     assert all(t["bytes"] == 20000 and t["connect_s"] <= t["total_s"]
                for t in doc["transfers"])
-    assert doc["summary"] == summarise(transfer_goodputs(doc)).as_dict()
+    assert doc["summary"] == summarise(transfer_goodputs(doc), 20000).as_dict()
     assert f"goodput-sequence: {direction} 8 x 20000 B" in proc.stderr
 
 
