@@ -5,6 +5,7 @@
 # egress shaping per emulated operator subnet. The capture service (capture_service.py,
 # port 9010) takes the server's side of each run's packet capture for the node agent:
 # tcpdump of the run's node address, fetched by the agent into the run's bundle.
+# The HTTP payload server (payload_server.py, port 9080) serves goodput-sequence.
 #
 # iperf3 serves one test at a time per port, so several ports let several nodes measure
 # at once (the tat experiment tries them in turn). Servers run with -J -i 0.1 so that
@@ -180,6 +181,21 @@ if [ -r "$FLOW_RESPONDER" ]; then
     fi
     python3 "$FLOW_RESPONDER" --port "$FLOW_PORT" &
     say "flow responder on port $FLOW_PORT (short-flows)"
+fi
+
+# The HTTP payload responder (payload_server.py, port 9080): D bytes per connection for
+# the goodput-sequence experiment's back-to-back transfers (GET down, POST up).
+PAYLOAD="${TESTBED_PAYLOAD:-/usr/local/lib/testbed/payload_server.py}"
+if [ -r "$PAYLOAD" ]; then
+    (while true; do
+        rc=0
+        python3 "$PAYLOAD" --port 9080 || rc=$?
+        say "payload server exited with code $rc; restarting in 1 s"
+        sleep 1
+    done) &
+    say "HTTP payload server on port 9080 (goodput-sequence)"
+else
+    say "no $PAYLOAD: goodput-sequence experiments will find no payload server"
 fi
 
 stop() {

@@ -18,10 +18,11 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
+from orchestrator.pages.goodput import GoodputRow
 from orchestrator.pages.shortflows_data import ShortFlowRow
 from orchestrator.services.access import Readable
 from orchestrator.timeseries.influx import Series, literal
-from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
+from orchestrator.timeseries.schema import ABW, GOODPUT, TAT_SUMMARY
 from orchestrator.timeseries.shortflows import SHORT_FLOWS
 
 PLACE_TAGS = ("node", "country", "operator", "operator_name")
@@ -158,4 +159,26 @@ def short_flows(ts: TimeSeriesQuery, filters: Filters, *,
             kind=_s(row, "kind"), size_bytes=int(row["size_bytes"]),
             status=_s(row, "status"), fct_s=None if fct is None else float(fct),
             rtt_3whs_s=None if rtt is None else float(rtt)))
+    return out
+
+
+# --- goodput-sequence (orchestrator/pages/goodput.py) ----------------------------------
+
+
+def goodput_query(filters: Filters) -> str:
+    return _select(GOODPUT, ("goodput_bps", "index", "size"), filters)
+
+
+def goodput_transfers(ts: TimeSeriesQuery, filters: Filters, *,
+                      readable: Readable) -> list[GoodputRow]:
+    """Every transfer of the goodput-sequence runs the caller may read."""
+    out = []
+    for row in _rows(ts.query(goodput_query(filters))):
+        if row.get("goodput_bps") is None or not readable.run(_s(row, "run")):
+            continue
+        out.append(GoodputRow(
+            time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
+            run=_s(row, "run"), direction=_s(row, "direction"),
+            size_bytes=int(_s(row, "size") or 0), index=int(row.get("index") or 0),
+            goodput_bps=float(row["goodput_bps"])))
     return out

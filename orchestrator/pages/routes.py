@@ -1,5 +1,5 @@
 """The dashboard pages over HTTP: ``/`` (index), ``/pages/{hourly,daily,abw-tat,
-time-of-day,campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
+time-of-day,goodput,campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
 
@@ -41,6 +41,7 @@ from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Una
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.pages.shortflows import short_flows_page
+from orchestrator.pages.goodput import goodput_page
 from orchestrator.services.access import Readable, readable
 from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
@@ -233,6 +234,14 @@ def short_flows(request: Request, campaign: Text = None, operator: Text = None,
                 node: Text = None, days: Text = None) -> Response:
     return _page(request, lambda ts, f, _z, r: short_flows_page(
         queries.short_flows(ts, f, readable=r), filters=f),
+        campaign=campaign, operator=operator, node=node, days=days)
+
+
+@router.get("/pages/goodput", response_class=HTMLResponse)
+def goodput(request: Request, campaign: Text = None, operator: Text = None,
+            node: Text = None, days: Text = None) -> Response:
+    return _page(request, lambda ts, f, _z, r: goodput_page(
+        queries.goodput_transfers(ts, f, readable=r), filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 

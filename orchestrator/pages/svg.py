@@ -254,12 +254,16 @@ def box_stats(values: Sequence[float]) -> BoxStats | None:
 def box_plot(*, chart_id: str, title: str, desc: str, categories: Sequence[str],
              boxes: Sequence[BoxStats | None], x_label: str, y_label: str,
              colour_index: int = 0, unit: str = "", y_max: float | None = None,
-             frame: Frame = Frame()) -> str:
-    """One box per category; a category with no values gets no box (a gap)."""
-    if len(categories) != len(boxes):
-        raise ValueError("one box (or None) per category")
+             frame: Frame = Frame(), marks: Sequence[Sequence[float]] = (),
+             mark_name: str = "") -> str:
+    """One box per category; a category with no values gets no box (a gap). ``marks``
+    (one list per category, or none at all) are single values drawn over the boxes as
+    red diamonds named ``mark_name`` (e.g. each run's first transfer beside the rest)."""
+    if len(categories) != len(boxes) or (marks and len(marks) != len(categories)):
+        raise ValueError("one box (or None) per category, and one list of marks if any")
     present = [b for b in boxes if b is not None]
-    top = max([b.high for b in present] + [o for b in present for o in b.outliers] + [0.0])
+    top = max([b.high for b in present] + [o for b in present for o in b.outliers]
+              + [m for ms in marks for m in ms] + [0.0])
     lo, hi, ticks = nice_domain(0.0, y_max if y_max is not None else top)
     ys = Scale(lo, hi, frame.y0, frame.y1)
     band = (frame.x1 - frame.x0) / max(len(categories), 1)
@@ -300,7 +304,19 @@ def box_plot(*, chart_id: str, title: str, desc: str, categories: Sequence[str],
             out.append(f'<circle class="outlier" cx="{_n(cx)}" cy="{_n(ys(o))}" r="2" '
                        'fill="none" stroke="#333"/>')
         out.append("</g>")
-    out.append("</g></svg>")
+    out.append("</g>")
+    if marks:
+        out.append(f'<g class="marks" data-name="{esc(mark_name)}">')
+        for i, (cat, ms) in enumerate(zip(categories, marks, strict=True)):
+            cx = frame.x0 + band * (i + 0.5)
+            for m in ms:
+                y = ys(m)
+                out.append(f'<path class="mark" data-category="{esc(cat)}" '
+                           f'data-value="{m:.6g}" d="M{_n(cx)} {_n(y - 5)} l5 5 l-5 5 l-5 -5 z" '
+                           f'fill="#c00" stroke="#600"><title>{esc(mark_name)} '
+                           f"{esc(cat)}: {m:.3g}{esc(unit)}</title></path>")
+        out.append("</g>")
+    out.append("</svg>")
     return "\n".join(out)
 
 

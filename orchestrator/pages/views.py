@@ -414,6 +414,8 @@ PAGES = (
     ("short-flows", "Short flows",
      "Short-flow completion time against size per operator, with the slow-start model, "
      "its RTT/capacity sensitivity and the time-of-day test per size."),
+    ("goodput", "First transfer", "goodput-sequence: goodput per transfer size, the first "
+     "transfer after idle (g1) against the median of the rest and its 95 % interval."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
     ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "

@@ -23,7 +23,7 @@ from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.shortflows import SHORT_FLOWS, SHORT_FLOWS_FIELDS, flow_rows
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import short_flows, tat_result
+from testbed_kit import goodput, short_flows, tat_result
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -33,6 +33,9 @@ GPS = "gps"
 SYSTEM = "system"
 QUOTA = "quota"
 FLOWS = "flows"
+# goodput-sequence (docs/goodput-sequence.md): one point per transfer, one per run.
+GOODPUT = "goodput"
+GOODPUT_SUMMARY = "goodput_summary"
 
 #: Field names of each measurement (what a point may carry).
 FIELDS: dict[str, frozenset[str]] = {
@@ -55,6 +58,12 @@ FIELDS: dict[str, frozenset[str]] = {
     }),
     # short-flows (testbed.short-flows): one point per flow, figures from the capture.
     SHORT_FLOWS: SHORT_FLOWS_FIELDS,
+    GOODPUT: frozenset({"goodput_bps", "bytes", "total_s", "connect_s", "first_byte_s",
+                        "index"}),
+    GOODPUT_SUMMARY: frozenset({
+        "g1_bps", "median_bps", "mean_bps", "q1_bps", "q3_bps", "ci_low_bps", "ci_high_bps",
+        "ci_level", "g1_excess_s", "g1_below_ci", "transfers", "size_bytes", "idle_gap_s",
+    }),
 }
 
 TAGS = ("node", "country", "operator", "operator_name", "interface", "rat", "experiment",
@@ -284,6 +293,30 @@ def short_flow_points(result: Mapping[str, Any], flows: Sequence[FlowStats],
             for row in flow_rows(parsed, flows)]
 
 
+def goodput_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
+    """A ``testbed.goodput-sequence`` v1 result as one ``goodput`` point per transfer (at
+    its start) and a ``goodput_summary`` at the first one's start, tagged with the
+    direction and ``size`` (D in bytes, as text: the page's boxes group by it). The
+    figures are recomputed from the transfers with the kit's code, never copied from
+    the file's own summary."""
+    rates = goodput.transfer_goodputs(result)  # checks format, version and bytes
+    summary = goodput.summarise(rates, int(result["size_bytes"]))
+    tags = {"direction": str(result["direction"]), "size": str(int(result["size_bytes"]))}
+    points = [
+        point(GOODPUT, ctx, {"goodput_bps": rate, "bytes": int(t["bytes"]),
+                             "total_s": float(t["total_s"]), "connect_s": float(t["connect_s"]),
+                             "first_byte_s": _float(t.get("first_byte_s")),
+                             "index": int(t["index"])},
+              to_ns(str(t["start"])), **tags)
+        for t, rate in zip(result["transfers"], rates, strict=True)
+    ]
+    fields: dict[str, FieldValue | None] = {
+        **summary.as_dict(), "size_bytes": int(result["size_bytes"]),
+        "idle_gap_s": float(result["idle_gap_s"])}
+    points.append(point(GOODPUT_SUMMARY, ctx, fields, points[0].time_ns, **tags))
+    return points
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -302,7 +335,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
 
     ``*.json`` with format ``testbed.tat``: :func:`tat_points`; with format
     ``testbed.short-flows``: :func:`short_flow_points`, joined with the flows of every
-    capture of the bundle (so after them); ``meta/modem.jsonl``:
+    capture of the bundle (so after them); ``testbed.goodput-sequence``:
+    :func:`goodput_points`; ``meta/modem.jsonl``:
     :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
     :func:`system_points`; other ``*.jsonl``,
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
@@ -348,7 +382,10 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                     out.points.extend(tat_points(doc, ctx))
                 elif isinstance(doc, dict) and doc.get("format") == short_flows.FORMAT:
                     joined.append((name, doc))
-        except (Invalid, ValueError, KeyError, TypeError) as e:  # Invalid: CaptureError too
+                elif isinstance(doc, dict) and doc.get("format") == goodput.FORMAT:
+                    out.points.extend(goodput_points(doc, ctx))
+        # Invalid: CaptureError too; ValueError: GoodputError too
+        except (Invalid, ValueError, KeyError, TypeError) as e:
             out.notes.append(f"{name}: not turned into points: {e}")
     for name, doc in joined:
         try:

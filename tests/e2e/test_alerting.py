@@ -23,7 +23,7 @@ from tests.e2e.conftest import Fleet, SideBySide
 PROMETHEUS = "http://127.0.0.1:9090"
 ALERTMANAGER = "http://127.0.0.1:9093"
 NODE = "no-01"
-FLEET = {"se-01", "se-02", "no-01"}
+FLEET = {"se-01", "se-02", "no-01", "it-01"}
 OFFLINE = "TestbedNodeOffline"
 
 
