@@ -40,8 +40,8 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
-from orchestrator.pages.shortflows import short_flows_page
 from orchestrator.pages.goodput import goodput_page
+from orchestrator.pages.shortflows import short_flows_page
 from orchestrator.services.access import Readable, readable
 from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
