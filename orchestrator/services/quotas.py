@@ -154,9 +154,10 @@ def reservation_of(s: Session, run: Run) -> Reservation | None:
 
 
 def history_of(s: Session, run: Run) -> frozenset[RunState]:
-    """Every state the run has been in (its events)."""
-    return frozenset(RunState(x) for x in s.scalars(
-        select(RunEvent.state).where(RunEvent.run_id == run.id)).all())
+    """Every state the run has been in: booked (``scheduled``, its creation), then its
+    events."""
+    return frozenset({RunState.SCHEDULED, *(RunState(x) for x in s.scalars(
+        select(RunEvent.state).where(RunEvent.run_id == run.id)).all())})
 
 
 def settle(s: Session, run: Run, *, at: datetime, target: RunState | None = None,

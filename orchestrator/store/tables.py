@@ -237,9 +237,12 @@ class Run(Base):
     session_interfaces: Mapped[str | None] = mapped_column(String(128))
     step: Mapped[int | None] = mapped_column(Integer)
     repetition: Mapped[int | None] = mapped_column(Integer)
+    #: The transitions after its booking; the booking itself (to ``scheduled``) is the
+    #: row's creation, derived, not stored (orchestrator.model.booking).
     events: Mapped[list[RunEvent]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="RunEvent.id"
     )
+    campaign: Mapped[Campaign | None] = relationship()
 
     __table_args__ = (
         Index("ix_runs_node_state", "node_id", "state"),
@@ -252,7 +255,8 @@ class Run(Base):
 
 
 class RunEvent(Base):
-    """One timestamped, explained transition of a run; the run's history."""
+    """One timestamped, explained transition of a run after its booking; with the
+    booking derived from the run's row, the run's history."""
 
     __tablename__ = "run_events"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
