@@ -1,7 +1,9 @@
 """Where the server's time goes when it stores a day of bookings: the planner bench's
-``FLOOR_SQL`` (runs and their events made by ``INSERT ... SELECT`` in the server, no
-client work) under ``EXPLAIN (ANALYZE, WAL)``, on the schema at the migrations' head
-and with one foreign key, one index or one change taken away at a time.
+``FLOOR_SQL`` (runs, and before migration 0016 their events, made by ``INSERT ...
+SELECT`` in the server, no client work) under ``EXPLAIN (ANALYZE, WAL)``, on the schema
+at the migrations' head and with one foreign key, one index or one change taken away at
+a time (and the text keys in the C collation; and all keys and indexes but the primary
+key gone: the bare table).
 
 Each variant runs in a fresh copy (``CREATE DATABASE ... TEMPLATE``) of one database
 that holds the nodes and the campaign, so no variant inherits another's dead rows. The
@@ -30,11 +32,12 @@ sys.path.insert(0, str(REPO / "bench"))
 RUNS_PER_NODE = 72  # a day of hourly sessions on 3 SIMs
 
 
-def _statements() -> tuple[str, str]:
+def _statements() -> list[str]:
+    """The runs' statement, then the events' where the schema stores one per run (it
+    did before migration 0016)."""
     from planner import FLOOR_SQL  # type: ignore[import-not-found]
 
-    runs_sql, events_sql = FLOOR_SQL.split(";\n")
-    return runs_sql, events_sql
+    return FLOOR_SQL.split(";\n")
 
 
 def _names(cur: Any) -> tuple[list[str], list[str]]:
@@ -68,7 +71,7 @@ def variant(admin: Any, template: str, base: str, name: str, ddl: list[str],
 
     admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{base}"')
     url = template.format(db=name).replace("postgresql+psycopg://", "postgresql://")
-    runs_sql, events_sql = _statements()
+    runs_sql, *events_sql = _statements()
     try:
         with psycopg.connect(url) as conn, conn.cursor() as cur:
             for d in ddl:
@@ -77,7 +80,7 @@ def variant(admin: Any, template: str, base: str, name: str, ddl: list[str],
             cur.execute("CHECKPOINT")
             t0 = time.perf_counter()
             runs = _explain(cur, runs_sql, params)
-            got = _explain(cur, events_sql, params) if events else None
+            got = _explain(cur, events_sql[0], params) if events and events_sql else None
             conn.commit()
             wall = time.perf_counter() - t0
     finally:
@@ -112,7 +115,12 @@ def main() -> None:
             variants += [(f"without {fk}", [f'ALTER TABLE runs DROP CONSTRAINT "{fk}"'])
                          for fk in fks]
             variants += [(f"without {ix}", [f'DROP INDEX "{ix}"']) for ix in indexes]
-            variants.append(("no events", []))
+            if len(_statements()) > 1:
+                variants.append(("no events", []))
+            variants.append(("C collation on the runs' text keys", [
+                f"ALTER TABLE runs ALTER COLUMN {c} TYPE varchar({n}) COLLATE \"C\""
+                for c, n in [("id", 40), ("campaign_id", 40), ("node_id", 64),
+                             ("interface", 16), ("state", 16)]]))
             variants.append(("bare: no fk, no index but the key",
                              [f'ALTER TABLE runs DROP CONSTRAINT "{fk}"' for fk in fks]
                              + [f'DROP INDEX "{ix}"' for ix in indexes]))

@@ -147,7 +147,7 @@ def reservation_of(s: Session, run: Run) -> Reservation | None:
     if run.reserved_bytes is None or run.mcc_mnc is None or run.reservation_period is None:
         return None
     project = s.get(Project, run.project_id)
-    assert project is not None  # a foreign key
+    assert project is not None  # projects are never deleted
     return Reservation(sim_key(run.node_id, run.interface, run.mcc_mnc),
                        ProjectId(project.name), run.reservation_period, run.reserved_bytes,
                        f"run {run.id}")

@@ -1,10 +1,18 @@
-"""A run's booking is its first transition, derived from its row: the ``scheduled``
-event stored beside every run is dropped (orchestrator.model.booking), and so is the
-index on runs by state alone, which ``ix_runs_state_at`` (state, state_at) covers.
+"""Fewer rows and fewer checks per booked run, for the planner's day of bookings
+(720,000 runs at 10,000 nodes x 3 SIMs; bench/planner-RESULTS.md: where the server's
+time went, measured per foreign key and per index):
 
-A day of bookings at 10,000 nodes x 3 SIMs is 720,000 runs; with the event that was
-720,000 rows more, each with its foreign-key check and two index entries, and one index
-entry fewer per run now (bench/planner-RESULTS.md: where the server's time went).
+- A run's booking is its first transition, derived from its row: the ``scheduled``
+  event stored beside every run is dropped (orchestrator.model.booking). It was a
+  second row per run, with its own foreign-key check and two index entries.
+- The index on runs by state alone goes: ``ix_runs_state_at`` (state, state_at) serves
+  every lookup by state.
+- The foreign keys from runs to projects and users go. A campaign's run repeats its
+  campaign's project and author, which the campaign's own keys check; an ad-hoc run
+  takes them from the signed-in user and the project resolved for them
+  (services.users.project_for), and neither projects nor users are ever deleted. Each
+  key was a trigger firing once per row (a sixth to a seventh of storing a run). The
+  keys to the campaign and the node stay.
 
 Every run is booked once and never goes back to ``scheduled``, so each run's one
 ``scheduled`` event is its booking; readers derive it from the run's creation time and
@@ -47,15 +55,27 @@ _events = sa.table(
 )
 
 
+#: Names as PostgreSQL gives them; SQLite's keys have none, and batch mode names the
+#: reflected ones so (``runs_project_id_fkey``).
+NAMES = {"fk": "%(table_name)s_%(column_0_name)s_fkey"}
+DROPPED_KEYS = [("project_id", "projects"), ("created_by", "users")]
+
+
 def upgrade() -> None:
     op.execute(_events.delete().where(_events.c.state == "scheduled"))
     op.drop_index("ix_runs_state", table_name="runs")
+    with op.batch_alter_table("runs", naming_convention=NAMES) as t:
+        for column, _ in DROPPED_KEYS:
+            t.drop_constraint(f"runs_{column}_fkey", type_="foreignkey")
 
 
 def downgrade() -> None:
     """Store the derived booking events again, first in each run's history: the events
     are read, and written back after them in their order (ids are the order readers
     of this schema sort by)."""
+    with op.batch_alter_table("runs", naming_convention=NAMES) as t:
+        for column, parent in DROPPED_KEYS:
+            t.create_foreign_key(f"runs_{column}_fkey", parent, [column], ["id"])
     op.create_index("ix_runs_state", "runs", ["state"])
     conn = op.get_bind()
     runs = conn.execute(
