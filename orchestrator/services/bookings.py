@@ -7,9 +7,9 @@ no event row is written for it.
 A day of hourly sessions at 10,000 nodes x 3 SIMs is 720,000 runs. One ORM object per
 run and per event takes minutes and gigabytes, so the rows are built as plain tuples
 straight from the plan's arrays (:meth:`Plan.by_lane`), each instant formatted once per
-distinct second, and written ``BATCH`` runs at a time: by COPY (psycopg) where the
-engine is PostgreSQL, by SQLAlchemy Core's executemany elsewhere (SQLite, for
-single-host trials and tests). Memory stays at one batch whatever the plan's size.
+distinct second, and streamed: into one COPY (psycopg) where the engine is PostgreSQL,
+``BATCH`` runs at a time by SQLAlchemy Core's executemany elsewhere (SQLite, for
+single-host trials and tests). Memory stays at a batch at most whatever the plan's size.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from orchestrator.scheduling.planner import Plan
 from orchestrator.store.tables import Campaign, Run
 from testbed_common.states import RunState
 
-#: Runs per batch: large enough that a round trip is amortised over many rows, small
-#: enough that a batch's tuples stay a few tens of MB.
+#: Runs per batch where the engine has no COPY (SQLite): large enough that a round trip
+#: is amortised over many rows, small enough that a batch's tuples stay a few tens of MB.
 BATCH = 50_000
 
 RUN_COLUMNS = (
@@ -56,29 +56,30 @@ def write_bookings(s: Session, plan: Plan, campaigns: Mapping[str, Campaign],
     not loaded into it."""
     s.flush()
     conn = s.connection()
-    copy = conn.dialect.name == "postgresql"
-    rows = _rows(plan, campaigns, catalogue, now, text=copy)
+    if conn.dialect.name == "postgresql":
+        return _copy(conn, _rows(plan, campaigns, catalogue, now, text=True))
+    rows = _rows(plan, campaigns, catalogue, now, text=False)
     written = 0
-    while True:
-        runs = list(islice(rows, batch))
-        if not runs:
-            return written
-        if copy:
-            _copy(conn, runs)
-        else:
-            conn.execute(insert(Run), [dict(zip(RUN_COLUMNS, r, strict=True))
-                                                 for r in runs])
+    while runs := list(islice(rows, batch)):
+        conn.execute(insert(Run), [dict(zip(RUN_COLUMNS, r, strict=True)) for r in runs])
         written += len(runs)
+    return written
 
 
-def _copy(conn: Connection, runs: list[Row]) -> None:
-    """COPY on the session's own connection, inside its transaction."""
+def _copy(conn: Connection, rows: Iterator[Row]) -> int:
+    """One COPY on the session's own connection, inside its transaction, fed row by row
+    as the rows are made: the server stores a row while the next ones are formatted
+    (the two share the machine's cores), where a COPY per batch left it idle while
+    each batch was built, and the client idle while the server finished it."""
     raw = conn.connection.driver_connection
     assert raw is not None
+    written = 0
     with raw.cursor() as cur, cur.copy(
             f"COPY runs ({', '.join(RUN_COLUMNS)}) FROM STDIN") as cp:
-        for r in runs:
+        for r in rows:
             cp.write_row(r)
+            written += 1
+    return written
 
 
 class _Instants:
