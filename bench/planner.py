@@ -269,8 +269,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['nodes']} | {r['sims']} | {r['sessions']} | {r['decisions']} | "
               f"{r['seconds']:.2f} | {1e6 * r['seconds'] / r['nodes']:.0f} |")
-    print("\nplan of the day ahead plus persisting its bookings to PostgreSQL (runs, "
-          "events, reservations; committed):\n")
+    print("\nplan of the day ahead plus persisting its bookings to PostgreSQL (runs with "
+          "their reservations, the booking derived, no event; committed):\n")
     print("| nodes | runs a day | plan() 1 d s | write s | plan + write s | runs/s written "
           "| ORM writer s (baseline) | write speed-up | server alone s | 30 d plan, cut "
           "to 1 d, write s | load 1-min avg start / end | peak RSS MB |")
