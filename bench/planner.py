@@ -9,12 +9,13 @@ happy path. Timed, per size:
 
 - ``plan()`` of 30 days (the arrays alone; bookings are not materialised);
 - the service's pass: ``plan()`` of the day ahead (``TESTBED_SCHEDULING__HORIZON_S``,
-  a day by default) plus writing its runs, events and reservations with
+  a day by default) plus writing its runs and reservations (a booking's first
+  transition is derived from its run, ``orchestrator.model.booking``; no event) with
   :func:`orchestrator.services.bookings.write_bookings` and committing, into a fresh
   database of a throwaway PostgreSQL (Debian's binaries, as the integration tests;
   started with ``-F``, no fsync) holding the nodes and the campaign;
 - the 30-day plan cut to its first day (``Plan.before``) and written the same way;
-- the server alone: the same number of runs and events, made by an ``INSERT ... SELECT``
+- the server alone: the same number of runs, made by an ``INSERT ... SELECT``
   in the server into a database like the others (``FLOOR_SQL``), the cost of this
   schema's indexes and foreign-key checks whatever the client does;
 - the baseline in the same run: the writer it replaced (one ORM ``Run`` and ``RunEvent``
@@ -58,11 +59,12 @@ OPERATORS = [("240-01", "Telia"), ("240-02", "Tre"), ("240-07", "Tele2")]
 
 def orm_writer(s: Session, result: Plan, rows: Mapping[str, CampaignRow],
                catalogue: Mapping[str, Manifest], now: datetime) -> int:
-    """The writer ``write_bookings`` replaced (one ORM object per run and per event),
-    kept as the baseline."""
+    """The writer ``write_bookings`` replaced (one ORM object per run; it also added
+    one per event before a booking's event was derived), kept as the baseline."""
+    from orchestrator.model.booking import booked_reason
     from orchestrator.model.ids import new_run_id
     from orchestrator.services import quotas
-    from orchestrator.store.tables import Run, RunEvent
+    from orchestrator.store.tables import Run
     from testbed_common.states import RunState
 
     written = 0
@@ -71,9 +73,9 @@ def orm_writer(s: Session, result: Plan, rows: Mapping[str, CampaignRow],
         manifest = catalogue[b.experiment]
         occurrence = b.session.occurrence
         for iface, r in zip(b.interfaces, b.reservations, strict=True):
-            reason = (f"booked by the planner for {b.start.isoformat()} on {b.node}/{iface}: "
-                      f"campaign {row.name!r}, session {occurrence:%Y-%m-%d %H:%M}, step "
-                      f"{b.step}, repetition {b.repetition}")
+            reason = booked_reason(not_before=b.start, node=b.node, interface=iface,
+                                   campaign=row.name, session=occurrence, step=b.step,
+                                   repetition=b.repetition)
             run = Run(
                 id=new_run_id(b.start), campaign_id=row.id, project_id=row.project_id,
                 created_by=row.created_by, node_id=b.node, interface=iface,
@@ -86,8 +88,6 @@ def orm_writer(s: Session, result: Plan, rows: Mapping[str, CampaignRow],
             )
             quotas.hold(run, r)
             s.add(run)
-            s.add(RunEvent(run_id=run.id, state=run.state, reason=reason,
-                           source="orchestrator", at=now))
             written += 1
     return written
 
@@ -132,9 +132,9 @@ def _persist(url: str, result: Plan, writer: Writer, catalogue: Mapping[str, Man
         assert row is not None
         written = writer(s, result, {"c-bench": row}, catalogue, now)
     elapsed = time.perf_counter() - t0
-    with db.reading() as s:  # every run is stored, with its event
+    with db.reading() as s:  # every run is stored; its booking is derived, not an event
         assert s.scalar(select(func.count()).select_from(Run)) == written
-        assert s.scalar(select(func.count()).select_from(RunEvent)) == written
+        assert s.scalar(select(func.count()).select_from(RunEvent)) == 0
     db.engine.dispose()
     return written, elapsed
 
@@ -158,22 +158,19 @@ SELECT 'r-' || to_char(t, 'YYYYMMDD"T"HH24MISS') || '-' || lpad(to_hex(i), 8, '0
     || 'session 2026-03-01 00:00, step 0, repetition 0',
   %(now)s, %(now)s, t, 'op0,op1,op2', 0, 0, '240-01', 32000000, %(now)s
 FROM (SELECT i, %(now)s + (i / %(nodes)s) * interval '20 minutes' AS t
-      FROM generate_series(0, %(runs)s - 1) AS i) AS g;
-INSERT INTO run_events (run_id, state, reason, source, at)
-SELECT id, state, state_reason, 'orchestrator', state_at FROM runs
+      FROM generate_series(0, %(runs)s - 1) AS i) AS g
 """
 
 
 def _server_floor(url: str, runs: int, nodes: int, now: datetime) -> float:
-    """Seconds for the server to store ``runs`` runs and their events in one
+    """Seconds for the server to store ``runs`` runs in one
     transaction (the database holds the same nodes, the same number of them)."""
     import psycopg
 
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
         t0 = time.perf_counter()
         with conn.cursor() as cur:
-            for statement in FLOOR_SQL.split(";\n"):
-                cur.execute(statement, {"now": now, "runs": runs, "nodes": nodes})
+            cur.execute(FLOOR_SQL, {"now": now, "runs": runs, "nodes": nodes})
         conn.commit()
         return time.perf_counter() - t0
 
@@ -272,8 +269,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['nodes']} | {r['sims']} | {r['sessions']} | {r['decisions']} | "
               f"{r['seconds']:.2f} | {1e6 * r['seconds'] / r['nodes']:.0f} |")
-    print("\nplan of the day ahead plus persisting its bookings to PostgreSQL (runs, "
-          "events, reservations; committed):\n")
+    print("\nplan of the day ahead plus persisting its bookings to PostgreSQL (runs with "
+          "their reservations, the booking derived, no event; committed):\n")
     print("| nodes | runs a day | plan() 1 d s | write s | plan + write s | runs/s written "
           "| ORM writer s (baseline) | write speed-up | server alone s | 30 d plan, cut "
           "to 1 d, write s | load 1-min avg start / end | peak RSS MB |")

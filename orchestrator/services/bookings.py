@@ -1,13 +1,15 @@
 """Writing a plan's bookings: one ``Run`` row per run and interface, in state
-``scheduled`` with its session key and quota reservation (the columns
-:func:`orchestrator.services.quotas.hold` fills), and one ``RunEvent`` saying why.
+``scheduled`` with its session key, its quota reservation (the columns
+:func:`orchestrator.services.quotas.hold` fills) and why it was booked. The booking is
+the run's first transition, derived from this row (:mod:`orchestrator.model.booking`):
+no event row is written for it.
 
 A day of hourly sessions at 10,000 nodes x 3 SIMs is 720,000 runs. One ORM object per
 run and per event takes minutes and gigabytes, so the rows are built as plain tuples
 straight from the plan's arrays (:meth:`Plan.by_lane`), each instant formatted once per
-distinct second, and written ``BATCH`` runs at a time: by COPY (psycopg) where the
-engine is PostgreSQL, by SQLAlchemy Core's executemany elsewhere (SQLite, for
-single-host trials and tests). Memory stays at one batch whatever the plan's size.
+distinct second, and streamed: into one COPY (psycopg) where the engine is PostgreSQL,
+``BATCH`` runs at a time by SQLAlchemy Core's executemany elsewhere (SQLite, for
+single-host trials and tests). Memory stays at a batch at most whatever the plan's size.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ from sqlalchemy import Connection, insert
 from sqlalchemy.orm import Session
 
 from orchestrator.catalogue.manifest import Manifest
+from orchestrator.model.booking import planner_reason, session_label
 from orchestrator.quotas.ledger import Period, SimQuota
 from orchestrator.scheduling.lanes import Lane
 from orchestrator.scheduling.planner import Plan
-from orchestrator.store.tables import Campaign, Run, RunEvent
+from orchestrator.store.tables import Campaign, Run
 from testbed_common.states import RunState
 
-#: Runs per batch: large enough that a round trip is amortised over many rows, small
-#: enough that a batch's tuples stay a few tens of MB.
+#: Runs per batch where the engine has no COPY (SQLite): large enough that a round trip
+#: is amortised over many rows, small enough that a batch's tuples stay a few tens of MB.
 BATCH = 50_000
 
 RUN_COLUMNS = (
@@ -41,7 +44,6 @@ RUN_COLUMNS = (
     "session_occurrence", "session_interfaces", "step", "repetition",
     "mcc_mnc", "reserved_bytes", "reservation_period",
 )
-EVENT_COLUMNS = ("run_id", "state", "reason", "source", "at")
 
 Row = tuple[Any, ...]
 
@@ -54,44 +56,39 @@ def write_bookings(s: Session, plan: Plan, campaigns: Mapping[str, Campaign],
     not loaded into it."""
     s.flush()
     conn = s.connection()
-    copy = conn.dialect.name == "postgresql"
-    rows = _rows(plan, campaigns, catalogue, now, text=copy)
+    if conn.dialect.name == "postgresql":
+        return _copy(conn, _rows(plan, campaigns, catalogue, now, text=True))
+    rows = _rows(plan, campaigns, catalogue, now, text=False)
     written = 0
-    while True:
-        runs = list(islice(rows, batch))
-        if not runs:
-            return written
-        events = [(r[0], r[13], r[14], "orchestrator", r[15]) for r in runs]
-        if copy:
-            _copy(conn, runs, events)
-        else:
-            conn.execute(insert(Run), [dict(zip(RUN_COLUMNS, r, strict=True))
-                                                 for r in runs])
-            conn.execute(insert(RunEvent),
-                         [dict(zip(EVENT_COLUMNS, e, strict=True)) for e in events])
+    while runs := list(islice(rows, batch)):
+        conn.execute(insert(Run), [dict(zip(RUN_COLUMNS, r, strict=True)) for r in runs])
         written += len(runs)
+    return written
 
 
-def _copy(conn: Connection, runs: list[Row], events: list[Row]) -> None:
-    """COPY on the session's own connection, inside its transaction."""
+def _copy(conn: Connection, rows: Iterator[Row]) -> int:
+    """One COPY on the session's own connection, inside its transaction, fed row by row
+    as the rows are made: the server stores a row while the next ones are formatted
+    (the two share the machine's cores), where a COPY per batch left it idle while
+    each batch was built, and the client idle while the server finished it."""
     raw = conn.connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur:
-        with cur.copy(f"COPY runs ({', '.join(RUN_COLUMNS)}) FROM STDIN") as cp:
-            for r in runs:
-                cp.write_row(r)
-        with cur.copy(f"COPY run_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
-            for e in events:
-                cp.write_row(e)
+    written = 0
+    with raw.cursor() as cur, cur.copy(
+            f"COPY runs ({', '.join(RUN_COLUMNS)}) FROM STDIN") as cp:
+        for r in rows:
+            cp.write_row(r)
+            written += 1
+    return written
 
 
 class _Instants:
     """Each instant of the plan (s after its base) as the store takes it, with its two
-    spellings (ISO or ``label``'s format for reasons, compact for run ids), computed
-    once per distinct second."""
+    spellings (ISO or ``label``'s for reasons, compact for run ids), computed once per
+    distinct second."""
 
-    def __init__(self, base: datetime, store: Callable[[datetime], Any],
-                 label: str = "") -> None:
+    def __init__(self, base: datetime, store: Callable[[datetime], Any], *,
+                 label: Callable[[datetime], str] = datetime.isoformat) -> None:
         self.base, self.store, self.label = base, store, label
         self.seen: dict[int, tuple[Any, datetime, str, str]] = {}
 
@@ -99,8 +96,7 @@ class _Instants:
         got = self.seen.get(t)
         if got is None:
             at = self.base + timedelta(seconds=t)
-            spelt = format(at, self.label) if self.label else at.isoformat()
-            got = self.seen[t] = (self.store(at), at, spelt, f"{at:%Y%m%dT%H%M%S}")
+            got = self.seen[t] = (self.store(at), at, self.label(at), f"{at:%Y%m%dT%H%M%S}")
         return got
 
 
@@ -154,7 +150,7 @@ def _rows(plan: Plan, campaigns: Mapping[str, Campaign], catalogue: Mapping[str,
     store: Callable[[datetime], Any] = datetime.isoformat if text else _same
     params: Callable[[dict[str, Any]], Any] = json.dumps if text else _same
     instants = _Instants(plan.base, store)
-    occurrences = _Instants(plan.base, store, "%Y-%m-%d %H:%M")
+    occurrences = _Instants(plan.base, store, label=session_label)
     stored_now = store(now)
     ids = _RunIds()
     state = RunState.SCHEDULED.value
@@ -162,22 +158,20 @@ def _rows(plan: Plan, campaigns: Mapping[str, Campaign], catalogue: Mapping[str,
         row = campaigns[lane.campaign]
         periods = _periods(lane, store)
         ifaces = ",".join(lane.interfaces)
-        slots = [(run, catalogue[run.experiment], params(dict(run.parameters)),
-                  [f" on {lane.node}/{lane.interfaces[k]}: campaign {row.name!r}, session "
-                   for k in range(run.interfaces)])
+        slots = [(run, catalogue[run.experiment], params(dict(run.parameters)))
                  for run in lane.runs]
         ids.draw(len(starts) * sum(run.interfaces for run in lane.runs))
         for start, occ in zip(starts.tolist(), occs.tolist(), strict=True):
             occ_stored, _, occ_label, _ = occurrences(occ)
             session_at = instants(start)[1]
             period = [p(session_at) for p in periods]
-            for run, manifest, parameters, middles in slots:
+            for run, manifest, parameters in slots:
                 t = start + run.offset_s
                 at, _, at_iso, stamp = instants(t)
                 end = instants(t + run.duration_s)[0]
-                tail = f"{occ_label}, step {run.step}, repetition {run.repetition}"
-                for k, middle in enumerate(middles):
-                    reason = f"booked by the planner for {at_iso}{middle}{tail}"
+                for k in range(run.interfaces):
+                    reason = planner_reason(at_iso, lane.node, lane.interfaces[k], row.name,
+                                            occ_label, run.step, run.repetition)
                     yield (ids.new(t, stamp), row.id, row.project_id, row.created_by,
                            lane.node, lane.interfaces[k], manifest.name, manifest.version,
                            manifest.image, parameters, at, end, run.nbytes[k], state,

@@ -147,16 +147,17 @@ def reservation_of(s: Session, run: Run) -> Reservation | None:
     if run.reserved_bytes is None or run.mcc_mnc is None or run.reservation_period is None:
         return None
     project = s.get(Project, run.project_id)
-    assert project is not None  # a foreign key
+    assert project is not None  # projects are never deleted
     return Reservation(sim_key(run.node_id, run.interface, run.mcc_mnc),
                        ProjectId(project.name), run.reservation_period, run.reserved_bytes,
                        f"run {run.id}")
 
 
 def history_of(s: Session, run: Run) -> frozenset[RunState]:
-    """Every state the run has been in (its events)."""
-    return frozenset(RunState(x) for x in s.scalars(
-        select(RunEvent.state).where(RunEvent.run_id == run.id)).all())
+    """Every state the run has been in: booked (``scheduled``, its creation), then its
+    events."""
+    return frozenset({RunState.SCHEDULED, *(RunState(x) for x in s.scalars(
+        select(RunEvent.state).where(RunEvent.run_id == run.id)).all())})
 
 
 def settle(s: Session, run: Run, *, at: datetime, target: RunState | None = None,

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.catalogue.manifest import Manifest
 from orchestrator.errors import Conflict, Invalid, NotFound
+from orchestrator.model.booking import adhoc_reason
 from orchestrator.model.contact import cancel_holds_reservation, held_cancel_note
 from orchestrator.model.ids import NodeId, new_run_id
 from orchestrator.scheduling.forecast import expected_rate
@@ -187,17 +188,12 @@ def book_run(
         deadline=start + duration,
         forecast_bytes=volume,
         state=RunState.SCHEDULED.value,
-        state_reason=f"booked for {start.isoformat()} on {node_id}/{interface}",
+        state_reason=adhoc_reason(start, node_id, interface),
         state_at=now,
         created_at=now,
     )
     quotas.hold(run, reservation)
-    s.add(run)
-    s.add(
-        RunEvent(
-            run_id=run.id, state=run.state, reason=run.state_reason, source="orchestrator", at=now
-        )
-    )
+    s.add(run)  # its booking is its first transition, derived (model.booking)
     s.flush()
     return run
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from orchestrator.model.booking import BOOKED_BY, booked_reason
 from orchestrator.model.health import node_health
 from orchestrator.schemas import InterfacePublic, NodePublic, RunEventPublic, RunPublic
 from orchestrator.settings import HealthSettings
@@ -83,10 +84,22 @@ def run_public(run: Run, project: str, *, with_events: bool = False) -> RunPubli
         charged_bytes=run.charged_bytes,
         overrun_bytes=run.overrun_bytes,
         session=run.session_occurrence,
-        events=[
-            RunEventPublic(state=RunState(e.state), reason=e.reason, source=e.source, at=e.at)
-            for e in run.events
-        ]
-        if with_events
-        else [],
+        events=history(run) if with_events else [],
     )
+
+
+def history(run: Run) -> list[RunEventPublic]:
+    """Every transition of the run, timestamped and explained: its booking, derived from
+    its row (:mod:`orchestrator.model.booking`; its creation is its first transition),
+    then the events stored since."""
+    booked = RunEventPublic(
+        state=RunState.SCHEDULED,
+        reason=booked_reason(
+            not_before=run.not_before, node=run.node_id, interface=run.interface,
+            campaign=run.campaign.name if run.campaign is not None else None,
+            session=run.session_occurrence, step=run.step, repetition=run.repetition),
+        source=BOOKED_BY,
+        at=run.created_at,
+    )
+    return [booked, *(RunEventPublic(state=RunState(e.state), reason=e.reason,
+                                     source=e.source, at=e.at) for e in run.events)]

@@ -187,8 +187,12 @@ class Run(Base):
     __tablename__ = "runs"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     campaign_id: Mapped[str | None] = mapped_column(ForeignKey("campaigns.id"))
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
-    created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    #: The project and user it is booked for: its campaign's (whose keys check them), or
+    #: for an ad-hoc run the signed-in user's and the project resolved for them. No key
+    #: of their own: one trigger per row each, a seventh of storing a day of bookings,
+    #: for parents that are never deleted (migration 0016).
+    project_id: Mapped[int] = mapped_column(Integer)
+    created_by: Mapped[int] = mapped_column(Integer)
     node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"))
     interface: Mapped[str] = mapped_column(String(16))
     experiment: Mapped[str] = mapped_column(String(64))
@@ -237,14 +241,17 @@ class Run(Base):
     session_interfaces: Mapped[str | None] = mapped_column(String(128))
     step: Mapped[int | None] = mapped_column(Integer)
     repetition: Mapped[int | None] = mapped_column(Integer)
+    #: The transitions after its booking; the booking itself (to ``scheduled``) is the
+    #: row's creation, derived, not stored (orchestrator.model.booking).
     events: Mapped[list[RunEvent]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="RunEvent.id"
     )
+    campaign: Mapped[Campaign | None] = relationship()
 
     __table_args__ = (
         Index("ix_runs_node_state", "node_id", "state"),
-        Index("ix_runs_state", "state"),
-        # Runs that ended lately, by state (the metrics' failed-run rate per operator).
+        # Runs by state, and those that ended lately by state (the metrics' failed-run
+        # rate per operator); it serves every lookup by state alone too.
         Index("ix_runs_state_at", "state", "state_at"),
         Index("ix_runs_campaign", "campaign_id"),
         Index("ix_runs_sim_period", "node_id", "interface", "reservation_period"),
@@ -252,7 +259,8 @@ class Run(Base):
 
 
 class RunEvent(Base):
-    """One timestamped, explained transition of a run; the run's history."""
+    """One timestamped, explained transition of a run after its booking; with the
+    booking derived from the run's row, the run's history."""
 
     __tablename__ = "run_events"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

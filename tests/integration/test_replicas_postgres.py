@@ -16,17 +16,19 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
 
 from orchestrator.api.app import create_app
 from orchestrator.errors import Conflict
 from orchestrator.model.lease import renew_every_s, takeover_bound_s
 from orchestrator.services.leader import Leadership
 from orchestrator.services.runs import transition
+from orchestrator.services.views import history
 from orchestrator.store import locks
 from orchestrator.store.db import Database, make_engine
 from orchestrator.store.migrate import upgrade
-from orchestrator.store.tables import Run, RunEvent
+from orchestrator.store.tables import Run
 from testbed_common.states import RunState, can_move
 from tests.conftest import ManualClock
 from tests.integration import postgres
@@ -121,8 +123,7 @@ def test_one_run_moved_by_two_replicas_at_once_is_moved_once(replicas: tuple[Api
     racer.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], Conflict), outcome
     with db_b.reading() as s:
-        states = s.scalars(select(RunEvent.state).where(RunEvent.run_id == run_id)
-                           .order_by(RunEvent.id)).all()
+        states = _shown_states(s, run_id)
         assert s.get(Run, run_id).state == RunState.ASSIGNED  # type: ignore[union-attr]
     assert states == [RunState.SCHEDULED, RunState.ASSIGNED]
 
@@ -161,8 +162,7 @@ def test_a_cancel_racing_the_hand_out_cancels_the_run_it_handed_out(
     assert body["state"] == "cancelled" and "stays held until node se-01" in str(
         body["reason"]), body
     with db_a.reading() as s:
-        states = s.scalars(select(RunEvent.state).where(RunEvent.run_id == run_id)
-                           .order_by(RunEvent.id)).all()
+        states = _shown_states(s, run_id)
     assert states == [RunState.SCHEDULED, RunState.ASSIGNED, RunState.CANCELLED]
 
 
@@ -203,9 +203,7 @@ def test_racing_replicas_hand_out_and_cancel_each_run_once(replicas: tuple[Api, 
     db = a.client.app.state.ctx.db  # type: ignore[attr-defined]
     with db.reading() as s:
         for run_id in runs:
-            states = [RunState(x) for x in s.scalars(
-                select(RunEvent.state).where(RunEvent.run_id == run_id)
-                .order_by(RunEvent.id)).all()]
+            states = _shown_states(s, run_id)
             assert states.count(RunState.CANCELLED) == 1, (run_id, states)
             assert states.count(RunState.ASSIGNED) <= 1, (run_id, states)
             assert all(can_move(x, y) for x, y in itertools.pairwise(states)), states
@@ -230,3 +228,10 @@ def test_an_uploads_lock_is_held_across_processes(pg_url: str) -> None:
     finally:
         for e in engines:
             e.dispose()
+
+
+def _shown_states(s: Session, run_id: str) -> list[RunState]:
+    """The run's history as `testbed run show` shows it: its booking, then its events."""
+    run = s.get(Run, run_id)
+    assert run is not None
+    return [e.state for e in history(run)]
