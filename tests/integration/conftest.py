@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from orchestrator.cli import client as cli_client
 from orchestrator.cli import main as cli_main
 from orchestrator.cli.client import ApiClient
 from orchestrator.settings import DatasetSettings, SchedulingSettings, Settings
+from orchestrator.store.migrate import upgrade
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
 from tests.conftest import REPO, ManualClock, require
@@ -120,13 +122,41 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
+#: The database every API test starts from: migrated to head once per session and engine.
+MIGRATED = "migrated"
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated from empty to head, once per session."""
+    path = tmp_path_factory.mktemp("migrated") / "testbed.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres(postgres_url: str) -> str:
+    """A PostgreSQL database migrated from empty to head, once per session; the name of
+    the template each test's database is copied from."""
+    upgrade(postgres.create_database(postgres_url, MIGRATED))
+    return MIGRATED
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Every API test runs on both databases: one schema, only the URL differs."""
+    """Every API test runs on both databases: one schema, only the URL differs. Each
+    test gets its own copy of a database migrated once per session (migrating from
+    empty took most of a test's setup, hundreds of times over); the app's own upgrade
+    at start then finds it at head. The migrations from empty stay tested where they
+    are the subject (tests/integration/test_migrations.py, test_replicas_postgres.py)
+    and in every app built on a fresh SQLite file (``make_settings``)."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'testbed.db'}"
-    template: str = request.getfixturevalue("postgres_url")
-    return postgres.create_database(template, f"t_{uuid.uuid4().hex[:12]}")
+        path = tmp_path / "testbed.db"
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), path)
+        return f"sqlite:///{path}"
+    url_template: str = request.getfixturevalue("postgres_url")
+    return postgres.create_database(url_template, f"t_{uuid.uuid4().hex[:12]}",
+                                    template=request.getfixturevalue("migrated_postgres"))
 
 
 @pytest.fixture
