@@ -151,10 +151,16 @@ def check_session(fleet: Fleet, run_id: str, node: str, *, constant: bool) -> No
     [[_, estimates]] = fleet.influx(
         f"SELECT count(estimate_bps) FROM abw WHERE run = '{run_id}'")
     assert estimates == 4  # 4 ABw steps x 1 estimate
-    # the session's points carry its tag, so the ABw-vs-TAT page pairs them
-    [[_, tagged]] = fleet.influx(
-        f"SELECT count(mean_bps) FROM tat_summary WHERE session = '{run_id}'")
+    # the session's points carry its tag, so the ABw-vs-TAT page pairs them (an ad hoc
+    # run is its own session; a campaign's is its occurrence on the SIM)
+    [[_, session]] = fleet.influx(
+        f"SHOW TAG VALUES FROM tat_summary WITH KEY = \"session\" WHERE run = '{run_id}'")
+    [[_, tagged]] = fleet.influx("SELECT count(mean_bps) FROM tat_summary WHERE "
+                                 f"session = '{session}' AND run = '{run_id}'")
     assert tagged == 2  # the session's two TAT runs
+    [[_, paired]] = fleet.influx(
+        f"SELECT count(estimate_bps) FROM abw WHERE session = '{session}'")
+    assert paired == 4  # and its ABw estimates
     page = fleet.http.get("/pages/abw-tat", params={"node": node})
     assert page.status_code == 200
     assert 'class="point"' in page.text and "No ABw-TAT sessions" not in page.text
