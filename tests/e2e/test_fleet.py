@@ -128,11 +128,13 @@ def test_metrics_report_the_fleet(fleet: Fleet) -> None:
     assert "testbed_upload_bytes_total" in text
 
 
-def check_session(fleet: Fleet, run_id: str, node: str, *, constant: bool) -> None:
-    """A done ABW-TAT-ABW, pause, ABW-TAT-ABW session (one estimate a step): every step
-    moved bytes, ABw within 15% of TAT on a constant-rate link (Telenor's diurnal link
-    moves between the steps), at a fraction of TAT's traffic, with the ABw tool's
-    latency in the paper's range; its points reach InfluxDB tagged with the session."""
+def check_session(fleet: Fleet, run_id: str, node: str, *, constant: bool,
+                  run_s: float) -> None:
+    """A done ABW-TAT-ABW, pause, ABW-TAT-ABW session (one estimate a step, TAT runs of
+    ``run_s``): every step moved bytes, ABw within 15% of TAT on a constant-rate link
+    (Telenor's diurnal link moves between the steps), at a fraction of TAT's traffic,
+    with the ABw tool's latency in the paper's range; its points reach InfluxDB tagged
+    with the session."""
     result = fleet.get(f"/api/v1/runs/{run_id}/result")
     assert result["format"] == "testbed.abw-tat" and "error" not in result
     kinds = [s["kind"] for s in result["steps"]]
@@ -140,7 +142,9 @@ def check_session(fleet: Fleet, run_id: str, node: str, *, constant: bool) -> No
     assert all(s["iface_tx_bytes"] > 0 for s in result["steps"])
     summary = result["summary"]
     assert summary["rd"] < 0.15 or not constant, summary
-    assert summary["volume_ratio_iface"] > 8, summary
+    # TAT moves 8x ABw's bytes with 20 s runs (the paper: 8.5x to 14.7x); its bytes
+    # grow with its length and ABw's do not (the demo's 10 s runs: 5.2x at 4 Mbit/s)
+    assert summary["volume_ratio_iface"] > 8 * run_s / 20, summary
     yaz = summary["methods"]["yaz"]
     assert 0 < yaz["latency_mean_s"] < 1.5, yaz
     # ingest: the TAT bins and the ABw estimates of this run are in the time-series store
@@ -192,7 +196,8 @@ def test_demo_campaign_and_its_release(fleet: Fleet) -> None:
         assert done["state"] == "done", story(done)
     for run in runs:
         if run["experiment"] == "abw-tat":
-            check_session(fleet, run["id"], "se-01", constant=True)
+            check_session(fleet, run["id"], "se-01", constant=True,
+                          run_s=run["parameters"]["run_s"])
     check_release(fleet, campaign["id"])
 
 
@@ -206,7 +211,7 @@ def test_abw_tat_session_on_each_operator(fleet: Fleet, node: str, interface: st
     run_id = fleet.submit(node, interface, "abw-tat", run_s=20, pause_s=5, repetitions=1)
     run = fleet.wait(run_id, FINAL, timeout_s=400)
     assert run["state"] == "done", story(run)
-    check_session(fleet, run_id, node, constant=constant)
+    check_session(fleet, run_id, node, constant=constant, run_s=20)
 
 
 def test_abw_tat_session_with_ditg_measures_the_uplink(fleet: Fleet) -> None:
