@@ -54,6 +54,12 @@ class OverCapacity(TestbedError):
     uploads); it frees as uploads complete or expire, so the sender retries later."""
 
 
+class NoSpace(TestbedError):
+    """The disk has no room for what was asked (a dataset release, with the reserve it
+    keeps for the archive); nothing was written or kept. The message says how much was
+    wanted and what to change."""
+
+
 class NotInstalled(TestbedError):
     """A part of the orchestrator whose optional dependencies are not installed here
     (the ``dataset`` extra); the message names the extra."""

@@ -4,7 +4,7 @@ kept apart from the ORM tables so the stored shape can change without breaking c
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -356,6 +356,29 @@ class ReleaseCreate(_In):
     exclude: Annotated[list[ExclusionStr], Field(max_length=100)] = []
     #: SIM (``node/interface``) -> its emulated link's profile, copied in.
     link_profiles: Annotated[dict[SimStr, ProfileText], Field(max_length=64)] = {}
+
+
+class ExclusionCreate(_In):
+    """A run, node or SIM to leave out of every dataset release from now on."""
+
+    kind: Literal["run", "node", "sim"]
+    #: The run's id, the node's id, or the SIM as ``node/interface``.
+    target: Annotated[str, StringConstraints(pattern=TEXT_PATTERN, min_length=1,
+                                             max_length=160)]
+    #: Why, printed in every release that leaves it out ("owner withdrew consent").
+    reason: Reason
+
+
+class ExclusionPublic(BaseModel):
+    """A recorded exclusion. ``rule``: ``kind:target``, as the CLI writes it."""
+
+    id: int
+    kind: str
+    target: str
+    rule: str
+    reason: str
+    #: When it was recorded, or its reason last replaced.
+    created_at: datetime
 
 
 class ExcludedRunPublic(BaseModel):

@@ -209,6 +209,14 @@ class DatasetSettings(BaseModel):
     #: How often a job says it is alive, seconds; a job silent for three of these (its
     #: process stopped) is reported as interrupted.
     heartbeat_s: float = Field(30.0, gt=0, le=3600)
+    #: Bytes a build leaves free on the releases' file system, which is also the
+    #: archive's and the uploads' in compose and on a cluster: a release that filled it
+    #: would turn the nodes' uploads away. 2 GiB: four of the largest bundles
+    #: (uploads.max_bundle_bytes).
+    reserve_bytes: int = Field(2 * 1024**3, ge=0)
+    #: The largest release a build writes, bytes: a period of years or a raw release of
+    #: a month's captures asked by mistake is refused before it takes the disk. 200 GiB.
+    max_release_bytes: int = Field(200 * 1024**3, ge=1)
 
 
 class Settings(BaseSettings):

@@ -18,6 +18,7 @@ from orchestrator.errors import (
     Conflict,
     Forbidden,
     Invalid,
+    NoSpace,
     NotFound,
     NotInstalled,
     OverCapacity,
@@ -37,6 +38,7 @@ STATUS: dict[type[TestbedError], int] = {
     TooLarge: 413,
     StorageError: 507,
     OverCapacity: 507,
+    NoSpace: 507,
     TimeSeriesUnavailable: 503,
     NotInstalled: 501,
 }
@@ -53,7 +55,8 @@ MEANING: dict[int, str] = {
     501: "This orchestrator was installed without what the route needs (the dataset "
          "extra)",
     503: "The time-series store is unavailable; retry later",
-    507: "The archive could not store the data; an operator must free space",
+    507: "No room on the orchestrator's disk (the archive, or a dataset release and "
+         "the reserve it keeps): an operator must free space",
 }
 #: Most problems named in one 422 (a huge invalid body must not make a huge answer).
 MAX_PROBLEMS = 20

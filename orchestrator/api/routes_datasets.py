@@ -13,8 +13,15 @@ from orchestrator.api.deps import CtxDep, RecordIdPath, UserDep
 from orchestrator.api.errors import responses
 from orchestrator.api.finite import api_router
 from orchestrator.dataset.metadata import MEDIATYPES
-from orchestrator.schemas import ReleaseCreate, ReleaseFilePublic, ReleasePublic
-from orchestrator.services import releases
+from orchestrator.dataset.release import Exclusion
+from orchestrator.schemas import (
+    ExclusionCreate,
+    ExclusionPublic,
+    ReleaseCreate,
+    ReleaseFilePublic,
+    ReleasePublic,
+)
+from orchestrator.services import exclusions, releases
 
 router = api_router("/api/v1", "datasets")
 
@@ -29,14 +36,17 @@ def list_releases(ctx: CtxDep, me: UserDep,
     return releases.list_releases(ctx, me, limit=limit)
 
 
-@router.post("/datasets", status_code=202, responses=responses(403, 404, 409, 501))
+@router.post("/datasets", status_code=202,
+             responses=responses(403, 404, 409, 501, 507))
 def build_release(ctx: CtxDep, me: UserDep, body: ReleaseCreate) -> ReleasePublic:
     """Build a release of campaigns (administrators): the options of ``testbed dataset
     build``. Answers 202 at once with the release in state ``building``; a background
     job builds and verifies it (a large campaign takes minutes), and ``GET
     /api/v1/datasets/{id}`` shows how far it got, then ``ready`` or ``failed`` with the
     reason. 404: no such campaign, or no finished run in the period; 409: another
-    release job is running (the answer names it; wait for it)."""
+    release job is running (the answer names it; wait for it); 507: the releases'
+    disk is inside the free space kept for the archive (a release too large for the
+    disk or over the largest allowed fails its job, with the reason)."""
     return releases.start_build(ctx, me, body)
 
 
@@ -92,3 +102,29 @@ def verify_release(ctx: CtxDep, me: UserDep, release_id: RecordIdPath) -> Releas
     every row against its schema; administrators), as a job like a build: 202 at once,
     then the release's ``verified_at`` and ``problems`` (empty: all good)."""
     return releases.start_verify(ctx, me, release_id)
+
+
+@router.get("/dataset-exclusions", responses=responses(403))
+def list_exclusions(ctx: CtxDep, me: UserDep) -> list[ExclusionPublic]:
+    """What every release leaves out, and why (administrators)."""
+    return exclusions.list_exclusions(ctx, me)
+
+
+@router.post("/dataset-exclusions", status_code=201, responses=responses(403, 404))
+def add_exclusion(ctx: CtxDep, me: UserDep, body: ExclusionCreate) -> ExclusionPublic:
+    """Leave a run, node or SIM out of every release built from now on, with the reason
+    each such release prints (administrators); the CLI's ``testbed dataset exclude``.
+    Again for the same one: its reason is replaced. 404: no such run or node; 422: a
+    target not of its kind's form (a SIM is ``node/interface``)."""
+    return exclusions.exclude(ctx, me, Exclusion(body.kind, body.target.strip(),
+                                                 body.reason.strip()))
+
+
+@router.delete("/dataset-exclusions/{exclusion_id}", status_code=204,
+               responses=responses(403, 404))
+def drop_exclusion(ctx: CtxDep, me: UserDep,
+                   exclusion_id: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> Response:
+    """Include the run, node or SIM in releases built from now on (administrators);
+    releases already built keep what they left out."""
+    exclusions.include_again(ctx, me, exclusion_id)
+    return Response(status_code=204)

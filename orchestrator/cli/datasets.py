@@ -131,7 +131,8 @@ def exclude(rule: str) -> None:
     """Leave KIND:ID=REASON out of every release from now on (run, node or sim), e.g.
     'node:se-03=owner withdrew consent'; the reason is printed in each release."""
     from orchestrator.bootstrap import build_context
-    from orchestrator.services.datasets import record_exclusion
+    from orchestrator.errors import TestbedError
+    from orchestrator.services.exclusions import record_exclusion
     from orchestrator.settings import Settings
 
     try:
@@ -141,6 +142,8 @@ def exclude(rule: str) -> None:
     context = build_context(Settings())
     try:
         record_exclusion(context, parsed)
+    except TestbedError as e:
+        raise click.ClickException(str(e)) from e
     finally:
         context.db.engine.dispose()
     click.echo(f"{parsed.kind} {parsed.target} is left out of releases: {parsed.reason}")
@@ -152,7 +155,7 @@ def exclude(rule: str) -> None:
 def exclusions(drop: str | None) -> None:
     """What every release leaves out, and why."""
     from orchestrator.bootstrap import build_context
-    from orchestrator.services.datasets import drop_exclusion, recorded_exclusions
+    from orchestrator.services.exclusions import drop_exclusion, recorded_exclusions
     from orchestrator.settings import Settings
 
     context = build_context(Settings())

@@ -11,10 +11,12 @@ order, and SHA256SUMS closes the release.
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
-from collections.abc import Mapping, Sequence
+import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +27,9 @@ import pyarrow.parquet as pq
 
 from orchestrator.dataset import metadata as M
 from orchestrator.dataset.release import Release, changelog
+from orchestrator.dataset.room import SMALLER
 from orchestrator.dataset.tables import SCHEMA_VERSION, TABLES, Row, TableSpec, sorted_rows
+from orchestrator.errors import NoSpace
 
 _ARROW = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
           "datetime": pa.timestamp("us", tz="UTC")}
@@ -101,9 +105,17 @@ def _previous(previous: Path | None) -> tuple[str | None, dict[str, int] | None,
     return str(doc.get("version")), counts, log.read_text() if log.exists() else ""
 
 
+#: Called with every file of a release before the first is written; raises to stop it.
+RoomCheck = Callable[[Mapping[str, bytes]], None]
+
+
 def write_release(out: Path, release: Release, rows: Mapping[str, list[Row]],
-                  extra: Mapping[str, bytes], *, previous: Path | None) -> dict[str, int]:
-    """Every file of the release under ``out``; returns rows per table."""
+                  extra: Mapping[str, bytes], *, previous: Path | None,
+                  room: RoomCheck | None = None) -> dict[str, int]:
+    """Every file of the release under ``out`` (absent or empty); returns rows per
+    table. ``room`` sees the files first (:func:`orchestrator.services.datasets.check_room`).
+    A write that fails (the disk filled meanwhile: :class:`NoSpace`) leaves ``out`` as
+    it was: no partial release."""
     files: dict[str, bytes] = dict(extra)
     counts = {}
     for spec in TABLES:
@@ -119,11 +131,40 @@ def write_release(out: Path, release: Release, rows: Mapping[str, list[Row]],
     sizes = {p: (len(d), _digest(d)) for p, d in files.items()}
     files[M.DESCRIPTOR] = M.descriptor_bytes(M.descriptor(release, TABLES, sizes))
     files[M.CHECKSUMS] = M.checksums({p: _digest(d) for p, d in files.items()})
-    for path in sorted(files):
-        target = out / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(files[path])
+    if room is not None:
+        room(files)
+    _write_all(out, files)
     return counts
+
+
+def _write_all(out: Path, files: Mapping[str, bytes]) -> None:
+    existed = out.exists()
+    try:
+        for path in sorted(files):
+            target = out / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(files[path])
+    except BaseException as e:
+        _unwrite(out, existed=existed, made={p.split("/", 1)[0] for p in files})
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(f"{out}: the disk filled while the release was written "
+                          f"({e.strerror}); nothing of it was kept: free space there, or "
+                          f"{SMALLER}, and build again") from e
+        raise
+
+
+def _unwrite(out: Path, *, existed: bool, made: set[str]) -> None:
+    """Remove what a failed write made: ``out`` itself when it was made here, else the
+    release's top-level entries in it (an empty folder given for the release)."""
+    if not existed:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for name in made:
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
 
 
 # --- verify -----------------------------------------------------------------------------

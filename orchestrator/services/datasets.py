@@ -11,6 +11,7 @@ what a release holds and how to read it.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sqlalchemy import select
@@ -31,9 +32,11 @@ from orchestrator.dataset.anonymise import Anonymiser, coarsen
 from orchestrator.dataset.captures import anonymise_capture
 from orchestrator.dataset.records import publish_records
 from orchestrator.dataset.release import Exclusion, Release
-from orchestrator.errors import Invalid, NotFound
+from orchestrator.dataset.room import footprint, refusal
+from orchestrator.errors import Invalid, NoSpace, NotFound
 from orchestrator.services import dataset_files
 from orchestrator.services.context import Context
+from orchestrator.services.exclusions import recorded_rules
 from orchestrator.services.ingest import (
     METADATA_FILES,
     RESULT_PREFIX,
@@ -41,7 +44,7 @@ from orchestrator.services.ingest import (
     run_context,
     run_points,
 )
-from orchestrator.store.tables import Bundle, Campaign, DatasetExclusion, Node, Run
+from orchestrator.store.tables import Bundle, Campaign, Node, Run
 from orchestrator.timeseries.lineprotocol import Point, shifted
 from orchestrator.timeseries.nodeclock import RUN_META
 from orchestrator.timeseries.schema import GPS, RunContext
@@ -146,36 +149,31 @@ def _exclusion(rules: Sequence[Exclusion], run: Run) -> Exclusion | None:
                  if e.matches(run=run.id, node=run.node_id, interface=run.interface)), None)
 
 
-def record_exclusion(ctx: Context, rule: Exclusion) -> Exclusion:
-    """Leave ``rule``'s run, node or SIM out of every release from now on (a new reason
-    replaces the old one)."""
-    with ctx.db.session() as s:
-        row = s.scalar(select(DatasetExclusion).where(DatasetExclusion.kind == rule.kind,
-                                                      DatasetExclusion.target == rule.target))
-        if row is None:
-            s.add(DatasetExclusion(kind=rule.kind, target=rule.target, reason=rule.reason,
-                                   created_at=ctx.clock.now()))
-        else:
-            row.reason = rule.reason
-    return rule
+def disk_room(where: Path) -> tuple[Path, int, int]:
+    """The nearest existing folder of ``where``, the bytes its file system gives an
+    unprivileged writer now, and its allocation unit."""
+    probe = where
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    st = os.statvfs(probe)
+    return probe, st.f_bavail * st.f_frsize, st.f_frsize
 
 
-def recorded_exclusions(ctx: Context) -> list[Exclusion]:
-    with ctx.db.session() as s:
-        rows = s.scalars(select(DatasetExclusion).order_by(DatasetExclusion.kind,
-                                                           DatasetExclusion.target)).all()
-        return [Exclusion(r.kind, r.target, r.reason) for r in rows]
-
-
-def drop_exclusion(ctx: Context, kind: str, target: str) -> bool:
-    """Releases include the run, node or SIM again; False when it was not excluded."""
-    with ctx.db.session() as s:
-        row = s.scalar(select(DatasetExclusion).where(DatasetExclusion.kind == kind,
-                                                      DatasetExclusion.target == target))
-        if row is None:
-            return False
-        s.delete(row)
-        return True
+def check_room(ctx: Context, out: Path, files: Mapping[str, bytes] | None = None) -> None:
+    """NoSpace unless the release's ``files`` (none: a build about to start) fit on the
+    disk of ``out`` with the reserve kept and under the largest release
+    (:mod:`orchestrator.dataset.room` says why)."""
+    settings = ctx.settings.datasets
+    where, free, block = disk_room(out)
+    need = size = 0
+    if files:
+        folders = {str(parent) for path in files for parent in PurePosixPath(path).parents}
+        size = sum(len(d) for d in files.values())
+        need = footprint((len(d) for d in files.values()), block=block, folders=len(folders))
+    why = refusal(where=str(where), free=free, reserve=settings.reserve_bytes, need=need,
+                  size=size, max_bytes=settings.max_release_bytes if files else None)
+    if why is not None:
+        raise NoSpace(why)
 
 
 def _times(run: Run) -> tuple[int | None, int | None]:
@@ -342,13 +340,14 @@ def build_release(ctx: Context, req: BuildRequest, *,
     if req.out.exists() and any(req.out.iterdir()):
         raise Invalid(f"{req.out} is not empty: give a new folder for the release (a "
                       "release is never written over another)")
+    check_room(ctx, req.out)  # a disk already at its reserve: before reading a bundle
     run_ids = finished_runs(ctx, req)
     anon = Anonymiser(req.key)
     runs = _load_runs(ctx, run_ids)
     names = ({n: anon.node(n) for n in sorted({r.run.node_id for r in runs})}
              if req.pseudonymise else {})
     got = _Collected()
-    rules = tuple(dict.fromkeys((*recorded_exclusions(ctx), *req.exclusions)))
+    rules = tuple(dict.fromkeys((*recorded_rules(ctx), *req.exclusions)))
     for n, rec in enumerate(runs, 1):
         rule = _exclusion(rules, rec.run)
         if rule is not None:
@@ -381,7 +380,8 @@ def build_release(ctx: Context, req: BuildRequest, *,
         pseudonymised=req.pseudonymise, grid_deg=req.grid_deg, raw=req.raw,
         caveats=_caveats(got.notes))
     counts = dataset_files.write_release(req.out, release, got.rows, got.files,
-                                         previous=req.previous)
+                                         previous=req.previous,
+                                         room=lambda files: check_room(ctx, req.out, files))
     return Built(out=req.out, counts=counts, runs=len(runs) - len(got.excluded),
                  excluded=got.excluded, files=len(list(req.out.rglob("*"))))
 

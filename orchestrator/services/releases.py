@@ -352,6 +352,7 @@ def start_build(ctx: Context, principal: Principal, body: ReleaseCreate,
         previous = _ready_dir(ctx, principal, body.previous)
     req = _request(ctx, release_id, body, bytes(KEY_BYTES), previous)
     runs = datasets.finished_runs(ctx, req)  # unknown campaign, empty period: now, not later
+    datasets.check_room(ctx, req.out)  # a disk at its reserve: now (the size: in the job)
     key_name = body.key or release_id
     try:  # made only for a request that passed every check
         key, _made = read_key(_key_path(ctx, key_name))

@@ -236,6 +236,14 @@ def agent_bundle_chunk(w: World, subject: str) -> Call:
                 headers={wire.UPLOAD_OFFSET_HEADER: "0"})
 
 
+def exclusion(w: World, _subject: str) -> Call:
+    """A recorded exclusion, made for this cell (the admin's call drops it)."""
+    r = w.client.post("/api/v1/dataset-exclusions", headers=w.api.admin,
+                      json={"kind": "node", "target": "se-02", "reason": "matrix"})
+    assert r.status_code == 201, r.text
+    return Call(f"/api/v1/dataset-exclusions/{r.json()['id']}")
+
+
 def registration(_w: World, _subject: str) -> Call:
     reg = wire.Registration(agent_version="test", interfaces=[wire.InterfaceReport(
         name="op0", operator=wire.Operator(mcc_mnc="240-01", name="Telia"))])
@@ -359,6 +367,12 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
                                                                f"{w.release_p1}/verify")),
     ("DELETE", "/api/v1/datasets/{release_id}"): (ADMIN_ONLY, lambda w, s: Call(
         f"/api/v1/datasets/{w.release() if s == 'admin' else w.release_p1}")),
+    # what every release leaves out: administrators record, list and drop it
+    ("GET", "/api/v1/dataset-exclusions"): (ADMIN_ONLY, fixed("/api/v1/dataset-exclusions")),
+    ("POST", "/api/v1/dataset-exclusions"): (ADMIN_ONLY, fixed(
+        "/api/v1/dataset-exclusions",
+        {"kind": "sim", "target": "se-02/op0", "reason": "lent to another project"})),
+    ("DELETE", "/api/v1/dataset-exclusions/{exclusion_id}"): (ADMIN_ONLY, exclusion),
     # the agent API: node tokens only, each node its own runs
     ("POST", "/api/v1/agent/register"): (NODE_ONLY, registration),
     ("POST", "/api/v1/agent/heartbeat"): (NODE_ONLY, heartbeat),

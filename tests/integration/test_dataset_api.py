@@ -253,3 +253,58 @@ def test_silent_jobs_are_told_apart_by_the_heartbeat(
     alive = api.client.get("/api/v1/datasets/ds-alive", headers=api.admin).json()
     assert alive["job"] == "verify" and alive["problems"] is None
     assert (alive["runs_read"], alive["runs_total"]) == (3, 4)
+
+
+def test_exclusions_over_the_api_are_recorded_listed_applied_and_dropped(
+        api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Administrators leave a SIM out of every release with a reason, over the API as
+    with ``testbed dataset exclude`` (one record: the CLI lists it); a typo is refused
+    rather than leaving out nothing; dropped, the next release has the data again."""
+    from tests.integration.test_dataset import build
+
+    campaign = finished_campaign(api, tmp_path)
+    member = user(api, "ann", "default")
+    url = "/api/v1/dataset-exclusions"
+    body = {"kind": "sim", "target": "se-02/op0", "reason": "SIM lent to another project"}
+    for method, path in (("GET", url), ("POST", url), ("DELETE", f"{url}/1")):
+        r = api.client.request(method, path, headers=member,
+                               json=body if method == "POST" else None)
+        assert r.status_code == 403 and "not an administrator" in r.json()["detail"], r.text
+    for bad, status, says in (
+        ({**body, "target": "se-02"}, 422, "NODE/INTERFACE"),
+        ({**body, "kind": "campaign"}, 422, "body.kind"),
+        ({**body, "reason": ""}, 422, "body.reason"),
+        ({**body, "target": "se-99/op0"}, 404, "no node 'se-99'"),
+        ({"kind": "run", "target": "r-none", "reason": "x"}, 404, "no run 'r-none'"),
+    ):
+        r = api.client.post(url, headers=api.admin, json=bad)
+        assert r.status_code == status and says in r.json()["detail"], (bad, r.text)
+    assert api.client.get(url, headers=api.admin).json() == []  # none of those recorded
+
+    first = api.client.post(url, headers=api.admin, json={**body, "reason": "first reason"})
+    assert first.status_code == 201, first.text
+    again = api.client.post(url, headers=api.admin, json=body)  # a new reason replaces it
+    assert again.status_code == 201 and again.json()["id"] == first.json()["id"], again.text
+    listed = api.client.get(url, headers=api.admin).json()
+    assert [(e["rule"], e["reason"]) for e in listed] == [
+        ("sim:se-02/op0", "SIM lent to another project")]
+    said = build(api, monkeypatch, "exclusions")
+    assert said.output == "sim:se-02/op0\tSIM lent to another project\n", said.output
+
+    r = api.client.post("/api/v1/datasets", headers=api.admin, json={"campaigns": [campaign]})
+    assert r.status_code == 202, r.text
+    release = wait_idle(api, r.json()["id"])
+    assert release["state"] == "ready" and release["runs"] == 2, release
+    assert {e["reason"] for e in release["excluded"]} == {
+        "sim se-02/op0: SIM lent to another project"}
+
+    gone = api.client.delete(f"{url}/{first.json()['id']}", headers=api.admin)
+    assert gone.status_code == 204, gone.text
+    assert api.client.get(url, headers=api.admin).json() == []
+    again_gone = api.client.delete(f"{url}/{first.json()['id']}", headers=api.admin)
+    assert again_gone.status_code == 404 and "GET /api/v1/dataset-exclusions" in (
+        again_gone.json()["detail"])
+    r = api.client.post("/api/v1/datasets", headers=api.admin, json={"campaigns": [campaign]})
+    assert r.status_code == 202, r.text
+    release = wait_idle(api, r.json()["id"])
+    assert release["runs"] == 4 and release["excluded"] == [], release
