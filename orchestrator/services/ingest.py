@@ -70,12 +70,21 @@ class IngestPass:
     stopped: str | None = None
 
 
+#: Experiments whose one run is a whole ABw-TAT-ABw session: its TAT and ABw steps pair
+#: among themselves. Such a run is a session of its own, never pooled with the other
+#: runs of its campaign occurrence: the demo campaign's TAT step, booked in the same
+#: occurrence just before its abw-tat step, would otherwise join the session as a third
+#: TAT, its bytes counted in TAT's volume against ABw's.
+WHOLE_SESSIONS = frozenset({"abw-tat"})
+
+
 def session_tag(run: Run) -> str:
     """Which ABw-TAT-ABw session a run's points belong to, so the pages can pair each
     TAT with the ABw runs around it: the campaign occurrence on the run's SIM when it
-    has one (a session's steps may be separate runs), else the run itself (an abw-tat
-    run is a whole session)."""
-    if run.campaign_id and run.session_occurrence is not None:
+    has one (a session's steps may be separate runs), else the run itself, as for a
+    run that is a whole session (:data:`WHOLE_SESSIONS`)."""
+    if (run.campaign_id and run.session_occurrence is not None
+            and run.experiment not in WHOLE_SESSIONS):
         when = run.session_occurrence.strftime("%Y%m%dT%H%M%SZ")
         return f"{run.campaign_id}/{run.node_id}/{run.interface}/{when}"
     return run.id
