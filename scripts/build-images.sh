@@ -66,6 +66,7 @@ fi
 wanted() { [ "$want_all" -eq 1 ] || [ -n "${want[$1]:-}" ]; }
 
 mkdir -p "$LOGS"
+rm -f "$LOGS/superseded"  # this run's list of images its builds replace
 phases_init
 
 # ---- base image ------------------------------------------------------------------
@@ -223,10 +224,12 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
     fi
     [ "${VERBOSE:-0}" = 1 ] && cat "$log"
     id="$(docker image inspect -f '{{.Id}}' "$tag" | cut -c8-19)"
-    # Drop the image this tag used to name, unless something still uses it (a container,
-    # another tag): rebuilds then do not fill the disk with dangling images.
+    # The image this tag used to name is dropped once every build has ended
+    # (drop_superseded), not now: a build running beside this one may be reusing its
+    # layers from the cache, and removing them mid-build fails that build ("failed to
+    # get layer ...: layer does not exist").
     if [ -n "$old" ] && [ "${old:7:12}" != "$id" ]; then
-        docker rmi "$old" >/dev/null 2>&1 || true
+        echo "$old" >>"$LOGS/superseded"
     fi
     steps="$(grep -c ' ---> Running in' "$log" || true)"
     cached="$(grep -c ' ---> Using cache' "$log" || true)"
@@ -298,4 +301,16 @@ queue=("${first[@]}" "${later[@]}")
 [ "${#queue[@]}" -eq 0 ] || run_builds "${queue[0]}"
 [ "${#queue[@]}" -le 1 ] || run_builds "${queue[@]:1}"
 [ -z "$tools_pid" ] || native_tools
+drop_superseded() {  # the images rebuilt tags named before, unless something still uses
+    # them (a container, another tag): rebuilds then do not fill the disk
+    local image
+    [ -f "$LOGS/superseded" ] || return 0
+    for image in $(sort -u "$LOGS/superseded"); do
+        # still named by a tag (another tag, or this run's build came back to it): kept
+        [ "$(docker image inspect -f '{{len .RepoTags}}' "$image" 2>/dev/null)" = 0 ] || continue
+        docker rmi "$image" >/dev/null 2>&1 || true
+    done
+    rm -f "$LOGS/superseded"
+}
+drop_superseded
 phase_summary
