@@ -143,6 +143,16 @@ def migrated_postgres(postgres_url: str) -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database on each engine, for the tests whose subject is the migrations
+    (the others start from :func:`database_url`'s migrated copy)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    url_template: str = request.getfixturevalue("postgres_url")
+    return postgres.create_database(url_template, f"m_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Every API test runs on both databases: one schema, only the URL differs. Each
     test gets its own copy of a database migrated once per session (migrating from

@@ -81,29 +81,28 @@ def _parents(url: str) -> set[str]:
     return got
 
 
-def test_upgrade_derives_the_booking_and_downgrade_stores_it_again(
-        database_url: str) -> None:
-    upgrade(database_url, "0015")
-    engine = sa.create_engine(database_url)
+def test_upgrade_derives_the_booking_and_downgrade_stores_it_again(empty_url: str) -> None:
+    upgrade(empty_url, "0015")
+    engine = sa.create_engine(empty_url)
     with engine.begin() as conn:
         _seed(conn)
     engine.dispose()
-    before = _events(database_url)
-    assert "ix_runs_state" in _indexes(database_url)
-    assert _parents(database_url) == {"campaigns", "projects", "users", "nodes", "bundles"}
+    before = _events(empty_url)
+    assert "ix_runs_state" in _indexes(empty_url)
+    assert _parents(empty_url) == {"campaigns", "projects", "users", "nodes", "bundles"}
 
-    upgrade(database_url, "0016")
-    assert _events(database_url) == [("r-1", "assigned", "handed out", "orchestrator")]
-    engine = sa.create_engine(database_url)
+    upgrade(empty_url, "0016")
+    assert _events(empty_url) == [("r-1", "assigned", "handed out", "orchestrator")]
+    engine = sa.create_engine(empty_url)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT id, state_reason FROM runs ORDER BY id")).all() \
             == [("r-1", PLANNER), ("r-2", ADHOC)]
     engine.dispose()
-    assert "ix_runs_state" not in _indexes(database_url)
-    assert "ix_runs_state_at" in _indexes(database_url)
-    assert _parents(database_url) == {"campaigns", "nodes", "bundles"}
+    assert "ix_runs_state" not in _indexes(empty_url)
+    assert "ix_runs_state_at" in _indexes(empty_url)
+    assert _parents(empty_url) == {"campaigns", "nodes", "bundles"}
 
-    command.downgrade(alembic_config(database_url), "0015")
-    assert _events(database_url) == before
-    assert "ix_runs_state" in _indexes(database_url)
-    assert _parents(database_url) == {"campaigns", "projects", "users", "nodes", "bundles"}
+    command.downgrade(alembic_config(empty_url), "0015")
+    assert _events(empty_url) == before
+    assert "ix_runs_state" in _indexes(empty_url)
+    assert _parents(empty_url) == {"campaigns", "projects", "users", "nodes", "bundles"}

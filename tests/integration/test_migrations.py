@@ -5,10 +5,6 @@ models in ``orchestrator.store.tables`` describe."""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -16,15 +12,6 @@ from sqlalchemy import create_engine, text
 
 from orchestrator.store.migrate import alembic_config, upgrade
 from orchestrator.store.tables import Base
-from tests.integration import postgres
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'empty.db'}"
-    url_template: str = request.getfixturevalue("postgres_url")
-    return postgres.create_database(url_template, f"m_{uuid.uuid4().hex[:12]}")
 
 
 def test_migrating_an_empty_database_builds_the_models_schema_at_head(empty_url: str) -> None:
