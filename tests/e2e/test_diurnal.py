@@ -150,6 +150,9 @@ def test_compressed_day_shows_the_loaded_operators_daily_cycle(
     side_by_side.result(compressed_day)
 
 
+# the day's uplink history makes the forecast; the agent's stop within 2 % of the
+# reservation is a deadline (a downlink's packets arrive until it acts)
+@pytest.mark.quiet
 def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) -> None:
     """no-01's Telenor downlink is 4x its uplink, and the link's history holds uplink
     TAT rates only (the day above, and three more here), so a downlink TAT's forecast
