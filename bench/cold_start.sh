@@ -13,7 +13,8 @@
 # base image debian:bookworm-slim when nothing else uses it) and prunes the build cache.
 # Run it where nobody else uses the project's images, or under the machine's shared
 # lock. What stays warm and is said in the report: the host's pip and cargo download
-# caches (the packages themselves are fetched from them, not from the network).
+# caches (the packages themselves are fetched from them, not from the network), unless
+# FRESH_CACHES=1 (then both start empty, as on a new machine).
 #
 # Output: the timestamped log of each scripts/up (seconds since its start, one line
 # each) under build/bench/, and a table on stdout. Nothing is left running; the images
@@ -62,7 +63,7 @@ PY
 echo "== $sha: load before: $(uptime | sed 's/.*load average/load average/')"
 # ---- fresh machine ---------------------------------------------------------------
 "$REPO/scripts/down" --volumes >/dev/null 2>&1 || true
-images="testbed/orchestrator:dev testbed/node:dev testbed/server:dev testbed/influxdb:dev"
+images="$(docker images --format '{{.Repository}}:{{.Tag}}' --filter 'reference=testbed/*')"
 for manifest in "$clone"/experiments/*/experiment.yaml; do
     images="$images $(sed -n -E 's/^image:[[:space:]]*["'\'']?([^"'\''[:space:]#]+).*$/\1/p' "$manifest" | head -n1)"
 done
@@ -74,9 +75,18 @@ done
 docker builder prune -af >/dev/null 2>&1 || true
 docker image prune -f >/dev/null 2>&1 || true
 
+# FRESH_CACHES=1: empty download caches too, as on a new machine (cargo's registry in a
+# CARGO_HOME of its own, pip's cache in a folder of its own): every crate and wheel then
+# comes from the network. The warm part below keeps them.
+fresh_env=()
+if [ "${FRESH_CACHES:-0}" = 1 ]; then
+    mkdir -p "$work/cargo-home" "$work/pip-cache" "$work/uv-cache"
+    fresh_env=(CARGO_HOME="$work/cargo-home" PIP_CACHE_DIR="$work/pip-cache" UV_CACHE_DIR="$work/uv-cache")
+    echo "== empty download caches (cargo, pip)"
+fi
 t0=$(date +%s.%N)
 status=0
-(cd "$clone" && scripts/up) > >(stamp "$t0" >"$out/fresh-$sha.log") 2>&1 || status=$?
+(cd "$clone" && env "${fresh_env[@]}" scripts/up) > >(stamp "$t0" >"$out/fresh-$sha.log") 2>&1 || status=$?
 t_demo=$(date +%s.%N)
 sleep 1
 first=$(first_done "$t0" || echo "?")

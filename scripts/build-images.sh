@@ -6,6 +6,10 @@
 #   scripts/build-images.sh                 # everything
 #   scripts/build-images.sh node tat        # only these (orchestrator, node, server,
 #                                           # or an experiment's folder name)
+#   scripts/build-images.sh --group demo    # what the demo campaign needs: the stack,
+#                                           # the node, the demo's experiments
+#   scripts/build-images.sh --group rest    # the others: monitoring, other experiments
+#                                           # (scripts/up builds them while the demo runs)
 #
 # Images: testbed/orchestrator:$TAG, testbed/node:$TAG, testbed/server:$TAG,
 # testbed/influxdb:$TAG, testbed/postgres:$TAG, testbed/front:$TAG (nginx before the
@@ -14,7 +18,10 @@
 # FROM debian:bookworm-slim (made locally by build-base-image.sh when no registry is
 # reachable) and share their first layers: the same first RUN lines in the same order,
 # so Docker's layer cache builds each once (see docs/architecture.md, "Images").
-# The Rust tools build in the background while the images that do not need them build. Python images get their packages from a wheelhouse built on the host
+# The Rust tools build in the background; meanwhile the images build their layers that
+# come before the first tool they copy (the slow ones: apt, the venv), then wait for the
+# tools. The images start in order of need: the orchestrator first, then the rest of the
+# stack and the demo's experiments, monitoring last. Python images get their packages from a wheelhouse built on the host
 # (build/wheels), because containers here cannot reach PyPI; third-party wheels and the
 # project's own wheel are separate layers, so a code change rebuilds in seconds.
 #
@@ -51,7 +58,22 @@ experiment_image() {  # experiment_image DIR -> the manifest's image: value
 }
 
 # ---- what to build ---------------------------------------------------------------
+# The experiments the demo campaign runs (deploy/campaigns/demo.yaml's `experiment:`).
+demo_experiments=" $(sed -n -E 's/^[[:space:]-]*experiment:[[:space:]]*([A-Za-z0-9_.-]+).*/\1/p' deploy/campaigns/demo.yaml 2>/dev/null | tr '\n' ' ') "
+in_demo() { case "$demo_experiments" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 want_all=1; declare -A want=()
+if [ "${1:-}" = --group ]; then
+    [ "$#" = 2 ] || die "--group takes one of: demo, rest"
+    case "$2" in
+        demo) set -- orchestrator node server influxdb postgres front $demo_experiments ;;
+        rest) set -- prometheus alertmanager
+              for dir in experiments/*/; do
+                  name="$(basename "$dir")"
+                  [ ! -f "$dir/experiment.yaml" ] || in_demo "$name" || set -- "$@" "$name"
+              done ;;
+        *) die "unknown group '$2' (demo or rest)" ;;
+    esac
+fi
 if [ "$#" -gt 0 ]; then
     want_all=0
     for name in "$@"; do
@@ -167,7 +189,6 @@ stage_catalogue() {
 
 # ---- native tools (tools/, Rust) ---------------------------------------------------
 BIN=build/bin
-tools_pid=""
 stage_native_tools() {  # build the Rust tools once and stage them for COPY build/bin/...
     command -v cargo >/dev/null \
         || die "cargo is missing: the native tools (tools/) need a Rust toolchain (https://rustup.rs)"
@@ -193,16 +214,9 @@ stage_native_tools() {  # build the Rust tools once and stage them for COPY buil
     fi
     phase_end "Rust tools (cargo build)" "$BIN: abw, linkem, testbed-flows, libskewclock.so"
 }
-start_native_tools() {  # the cargo build, in the background (it needs no Docker)
-    [ -z "$tools_pid" ] || return 0
-    stage_native_tools &
-    tools_pid=$!
-}
-native_tools() {  # wait for the background cargo build (started if it was not)
-    start_native_tools
-    [ "$tools_pid" != done ] || return 0
-    wait "$tools_pid" || die "building the native tools failed (log: $LOGS/cargo.log)"
-    tools_pid=done
+start_native_tools() {  # the cargo build, in the background (it needs no Docker); it
+    # leaves $READY/tools, or $READY/tools.failed, for the image jobs that wait on it
+    ( ( stage_native_tools ) && touch "$READY/tools" || touch "$READY/tools.failed" ) &
 }
 
 # ---- images ------------------------------------------------------------------------
@@ -237,70 +251,131 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
     phase_end "image $tag" "$id, $note"
 }
 
-needs_tools() { grep -q '^COPY build/bin/' "$1"; }  # needs_tools DOCKERFILE
+needs_tools() { grep -q '^COPY build/bin/' "$1"; }    # needs_tools DOCKERFILE
+uses_venv() { grep -q '^COPY build/wheels/deps/' "$1"; }  # the venv the orchestrator and node share
 
-# Which images, in order: (tag, Dockerfile, context). Those without the Rust tools go
-# first, while cargo runs (the first of them lays down the layers the others share: the
-# Python runtime, the network tools); those that copy a tool (the orchestrator's
-# testbed-flows, the node's linkem, ...) once cargo is done, the orchestrator first, as
-# it lays down the dependency venv it shares with the node.
+# Which images, in the order they start: what the first run needs first (the compose
+# stack, the node, the demo's experiments), the orchestrator first of all (it is the
+# longest build, and it lays down the dependency venv it shares with the node); then the
+# other experiments, and the monitoring, which nothing waits on.
+experiment_builds() {  # experiment_builds demo|other: the entries of those experiments
+    local dir name image group
+    for dir in experiments/*/; do
+        dir="${dir%/}"
+        name="$(basename "$dir")"
+        [ -f "$dir/experiment.yaml" ] || continue
+        wanted "$name" || continue
+        if in_demo "$name"; then group=demo; else group=other; fi
+        [ "$group" = "$1" ] || continue
+        image="$(experiment_image "$dir")"
+        [ -n "$image" ] || die "$dir/experiment.yaml has no image: key"
+        [ -f "$dir/Dockerfile" ] || die "$dir has no Dockerfile for image $image"
+        # Context: the repository root, so an experiment can copy the staged native tools
+        # and the experiment kit (common/testbed_kit).
+        builds+=("$image|$dir/Dockerfile|.")
+    done
+}
 builds=()
 wanted orchestrator && builds+=("testbed/orchestrator:$TAG|orchestrator/Dockerfile|.")
-for dir in experiments/*/; do
-    dir="${dir%/}"
-    name="$(basename "$dir")"
-    [ -f "$dir/experiment.yaml" ] || continue
-    wanted "$name" || continue
-    image="$(experiment_image "$dir")"
-    [ -n "$image" ] || die "$dir/experiment.yaml has no image: key"
-    [ -f "$dir/Dockerfile" ] || die "$dir has no Dockerfile for image $image"
-    # Context: the repository root, so an experiment can copy the staged native tools
-    # and the experiment kit (common/testbed_kit).
-    builds+=("$image|$dir/Dockerfile|.")
-done
 wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
 wanted postgres && builds+=("testbed/postgres:$TAG|deploy/postgres/Dockerfile|deploy/postgres")
+wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted front && builds+=("testbed/front:$TAG|deploy/front/Dockerfile|deploy/front")
+wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
+experiment_builds demo
+experiment_builds other
 wanted prometheus && builds+=("testbed/prometheus:$TAG|deploy/prometheus/Dockerfile|deploy/prometheus")
 wanted alertmanager && builds+=("testbed/alertmanager:$TAG|deploy/alertmanager/Dockerfile|deploy/alertmanager")
-wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
-wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
-later=(); first=(); wheels=0
+tools=0; wheels=0
 for b in "${builds[@]}"; do
     IFS='|' read -r _ dockerfile _ <<<"$b"
-    if needs_tools "$dockerfile"; then later+=("$b"); else first+=("$b"); fi
+    ! needs_tools "$dockerfile" || tools=1
     ! grep -q '^COPY build/wheels/' "$dockerfile" || wheels=1
 done
 
+# Readiness between the background jobs: a file per fact (the tools are staged, the
+# shared venv layer exists), or NAME.failed; a job that needs one polls for it.
+READY="$LOGS/ready"
+rm -rf "$READY"; mkdir -p "$READY"
+wait_ready() {  # wait_ready NAME: until $READY/NAME exists (fails if NAME.failed does)
+    until [ -e "$READY/$1" ]; do
+        [ ! -e "$READY/$1.failed" ] || return 1
+        sleep 0.2
+    done
+}
+
 # The cargo build (CPU) overlaps the wheelhouse and the first images (network, disk).
-[ "${#later[@]}" -eq 0 ] || start_native_tools
+[ "$tools" = 0 ] || start_native_tools
 [ "$wheels" = 0 ] || build_wheelhouse
 wanted orchestrator && stage_catalogue
-run_builds() {  # run_builds ENTRY...: build these images, up to BUILD_JOBS at once; one
-    # that copies the Rust tools starts once cargo is done (the others go on meanwhile)
-    local pids=() b tag dockerfile context
-    for b in "$@"; do
-        IFS='|' read -r tag dockerfile context <<<"$b"
-        ! needs_tools "$dockerfile" || native_tools
-        build_image "$tag" "$dockerfile" "$context" &
-        pids+=("$!")
-        if [ "${#pids[@]}" -ge "$BUILD_JOBS" ]; then
-            wait "${pids[0]}" || die "an image failed to build (see above)"
-            pids=("${pids[@]:1}")
+
+build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the first Rust tool
+    # A Dockerfile cut before its first `COPY build/bin/` builds the same layers as the
+    # whole one, which then finds them in the cache: the slow steps (apt, the venv) run
+    # while cargo does, instead of after it. The Dockerfiles stay ordinary.
+    local log="$LOGS/$(echo "$1" | tr '/' '_').prefix.log"
+    phase_begin "$3 (its layers before the tools)"
+    sed '/^COPY build\/bin\//,$d' "$1" | docker build -q -f - "$2" >"$log" 2>&1 \
+        || { tail -n 40 "$log" >&2; return 1; }
+    phase_end "$3 (its layers before the tools)"
+}
+venv_builder=""  # the first image in the queue with the shared venv lays it down
+for b in "${builds[@]}"; do
+    IFS='|' read -r _ dockerfile _ <<<"$b"
+    if uses_venv "$dockerfile"; then venv_builder="$b"; break; fi
+done
+image_job() {  # image_job ENTRY: build one image, waiting for what it needs
+    local tag dockerfile context
+    IFS='|' read -r tag dockerfile context <<<"$1"
+    if uses_venv "$dockerfile" && [ "$1" != "$venv_builder" ]; then
+        wait_ready venv || die "$tag: the shared venv layer failed to build (see above)"
+    fi
+    if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
+        if ! build_prefix "$dockerfile" "$context" "$tag"; then
+            [ "$1" != "$venv_builder" ] || touch "$READY/venv.failed"
+            die "docker build of $tag's first layers failed (log: $LOGS)"
         fi
+        [ "$1" != "$venv_builder" ] || touch "$READY/venv"
+        wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
+    fi
+    if ! build_image "$tag" "$dockerfile" "$context"; then
+        [ "$1" != "$venv_builder" ] || touch "$READY/venv.failed"
+        return 1
+    fi
+    [ "$1" != "$venv_builder" ] || touch "$READY/venv"
+}
+run_builds() {  # run_builds ENTRY...: up to BUILD_JOBS at once, a new one as soon as any
+    # ends (the queue's order is its priority)
+    local -A running=()
+    local b done_pid
+    for b in "$@"; do
+        while [ "${#running[@]}" -ge "$BUILD_JOBS" ]; do
+            wait -n -p done_pid "${!running[@]}" || die "an image failed to build (see above)"
+            unset "running[$done_pid]"
+        done
+        image_job "$b" &
+        running[$!]=1
     done
-    for b in "${pids[@]}"; do wait "$b" || die "an image failed to build (see above)"; done
+    while [ "${#running[@]}" -gt 0 ]; do
+        wait -n -p done_pid "${!running[@]}" || die "an image failed to build (see above)"
+        unset "running[$done_pid]"
+    done
 }
 wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
-# The first image alone (it lays down the shared layers, which the others then find in
-# the cache rather than building them at the same time), then the rest a few at a time:
-# a cached build is mostly waiting on the daemon, and a fresh one on the disk and the
-# mirror. BUILD_JOBS=1 builds one after another.
+# The layers every image shares (the Python runtime, the network tools) first, alone:
+# builds running side by side would each build them, as the cache has them only once a
+# build has ended. Then the images, a few at a time: a cached build is mostly waiting on
+# the daemon, and a fresh one on the disk and the mirror. BUILD_JOBS=1: one at a time.
 BUILD_JOBS="${BUILD_JOBS:-3}"
-queue=("${first[@]}" "${later[@]}")
-[ "${#queue[@]}" -eq 0 ] || run_builds "${queue[0]}"
-[ "${#queue[@]}" -le 1 ] || run_builds "${queue[@]:1}"
-[ -z "$tools_pid" ] || native_tools
+if [ "${#builds[@]}" -gt 1 ]; then
+    IFS='|' read -r _ dockerfile context <<<"${builds[0]}"
+    phase_begin "shared first layers"
+    sed '/^COPY/,$d' "$dockerfile" | docker build -q -f - "$context" >"$LOGS/shared-layers.log" 2>&1 \
+        || { tail -n 40 "$LOGS/shared-layers.log" >&2; die "building the shared first layers failed"; }
+    phase_end "shared first layers"
+fi
+[ "${#builds[@]}" -eq 0 ] || run_builds "${builds[@]}"
+[ "$tools" = 0 ] || wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
 drop_superseded() {  # the images rebuilt tags named before, unless something still uses
     # them (a container, another tag): rebuilds then do not fill the disk
     local image
