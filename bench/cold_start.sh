@@ -77,7 +77,8 @@ docker image prune -f >/dev/null 2>&1 || true
 
 # FRESH_CACHES=1: empty download caches too, as on a new machine (cargo's registry in a
 # CARGO_HOME of its own, pip's cache in a folder of its own): every crate and wheel then
-# comes from the network. The warm part below keeps them.
+# comes from the network. The warm part below uses the same caches, as a second start on
+# that machine would (another CARGO_HOME would rebuild the tools).
 fresh_env=()
 if [ "${FRESH_CACHES:-0}" = 1 ]; then
     mkdir -p "$work/cargo-home" "$work/pip-cache" "$work/uv-cache"
@@ -96,7 +97,7 @@ load_fresh="$(uptime | sed 's/.*load average: //')"
 # ---- warm compose up ---------------------------------------------------------------
 (cd "$clone" && scripts/down --volumes) >/dev/null 2>&1
 t1=$(date +%s.%N)
-(cd "$clone" && scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1
+(cd "$clone" && env "${fresh_env[@]}" scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1
 t_online=$(date +%s.%N)
 run=$(admin --json run submit tat --node se-02 --interface op0 --param duration_s=10 \
       | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')

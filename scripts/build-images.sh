@@ -25,8 +25,7 @@
 # (build/wheels), because containers here cannot reach PyPI; third-party wheels and the
 # project's own wheel are separate layers, so a code change rebuilds in seconds.
 #
-# Environment: TAG (default dev), BUILD_JOBS (images built at once after the first,
-# default 3), PYTHON (default .venv/bin/python, else python3; must be
+# Environment: TAG (default dev), BUILD_JOBS (images built at once, default 3), PYTHON (default .venv/bin/python, else python3; must be
 # the same minor version as Debian bookworm's python3, 3.11), VERBOSE=1 for full logs.
 set -euo pipefail
 
@@ -231,8 +230,7 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
         args=(--build-arg TESTBED_MODEMMANAGER=1)
     fi
     # Each log line starts with its time (epoch seconds): where a build spends its time.
-    if ! docker build "${args[@]}" -t "$tag" -f "$dockerfile" "$context" 2>&1 \
-            | while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$log"; then
+    if ! docker build "${args[@]}" -t "$tag" -f "$dockerfile" "$context" 2>&1 | layer_marks >"$log"; then
         tail -n 40 "$log" >&2
         die "docker build of $tag failed (full log: $log)"
     fi
@@ -252,7 +250,6 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
 }
 
 needs_tools() { grep -q '^COPY build/bin/' "$1"; }    # needs_tools DOCKERFILE
-uses_venv() { grep -q '^COPY build/wheels/deps/' "$1"; }  # the venv the orchestrator and node share
 
 # Which images, in the order they start: what the first run needs first (the compose
 # stack, the node, the demo's experiments), the orchestrator first of all (it is the
@@ -309,40 +306,88 @@ wait_ready() {  # wait_ready NAME: until $READY/NAME exists (fails if NAME.faile
 [ "$wheels" = 0 ] || build_wheelhouse
 wanted orchestrator && stage_catalogue
 
+instructions() {  # instructions DOCKERFILE: one line per instruction, as the cache
+    # compares them (continuation lines joined, comments dropped, spaces collapsed)
+    awk '/^[[:space:]]*#/ || /^[[:space:]]*$/ {next}
+         {line = $0; sub(/^[[:space:]]+/, "", line)
+          if (line ~ /\\$/) {sub(/\\$/, "", line); pending = pending line " "; next}
+          $0 = pending line; pending = ""; $1 = $1; print}' "$1"
+}
+shared_steps() {  # shared_steps A B: how many first instructions Dockerfiles A and B share
+    local n=0 x y
+    while IFS= read -r x <&3 && IFS= read -r y <&4; do
+        [ "$x" = "$y" ] || break
+        n=$((n + 1))
+    done 3< <(instructions "$1") 4< <(instructions "$2")
+    echo "$n"
+}
+
+# The first image in the queue lays down the layers the others share (the Python runtime,
+# the network tools, the venv of the orchestrator and the node): as its build passes
+# each step, it leaves $READY/step-N; an image sharing its first N steps waits for
+# step-N, then finds them in the cache. Builds side by side would otherwise each build
+# them: the cache has a layer only once it is committed.
+layer_builder="${builds[0]:-}"
+MARK_LAYERS=0  # 1 in the layer builder's job
+layer_marks() {  # layer_marks: build output on stdin -> each line with its time (epoch
+    # seconds: where a build spends its time); in the layer builder's job, also
+    # $READY/step-N once step N is committed (the next step has begun)
+    local line n
+    while IFS= read -r line; do
+        printf '%s %s\n' "$EPOCHREALTIME" "$line"
+        if [ "$MARK_LAYERS" = 1 ] && [[ "$line" =~ ^Step\ ([0-9]+)/ ]]; then
+            for ((n = ${BASH_REMATCH[1]} - 1; n >= 1; n--)); do
+                [ -e "$READY/step-$n" ] && break
+                touch "$READY/step-$n"
+            done
+        fi
+    done
+}
+wait_layers() {  # wait_layers DOCKERFILE: until the layer builder has passed the steps
+    # this Dockerfile shares with it
+    local dockerfile n
+    IFS='|' read -r _ dockerfile _ <<<"$layer_builder"
+    [ "$1" != "$dockerfile" ] || return 0
+    n="$(shared_steps "$dockerfile" "$1")"
+    [ "$n" -gt 1 ] || return 0  # FROM alone: the base image, already there
+    until [ -e "$READY/step-$n" ] || [ -e "$READY/layers" ]; do
+        [ ! -e "$READY/layers.failed" ] || return 1
+        sleep 0.2
+    done
+}
+
 build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the first Rust tool
     # A Dockerfile cut before its first `COPY build/bin/` builds the same layers as the
     # whole one, which then finds them in the cache: the slow steps (apt, the venv) run
     # while cargo does, instead of after it. The Dockerfiles stay ordinary.
-    local log="$LOGS/$(echo "$1" | tr '/' '_').prefix.log"
+    local log="$LOGS/$(echo "$3" | tr '/:' '__').prefix.log"
     phase_begin "$3 (its layers before the tools)"
-    sed '/^COPY build\/bin\//,$d' "$1" | docker build -q -f - "$2" >"$log" 2>&1 \
-        || { tail -n 40 "$log" >&2; return 1; }
+    if ! sed '/^COPY build\/bin\//,$d' "$1" | docker build -f - "$2" 2>&1 | layer_marks >"$log"; then
+        tail -n 40 "$log" >&2
+        return 1
+    fi
     phase_end "$3 (its layers before the tools)"
 }
-venv_builder=""  # the first image in the queue with the shared venv lays it down
-for b in "${builds[@]}"; do
-    IFS='|' read -r _ dockerfile _ <<<"$b"
-    if uses_venv "$dockerfile"; then venv_builder="$b"; break; fi
-done
 image_job() {  # image_job ENTRY: build one image, waiting for what it needs
-    local tag dockerfile context
+    local tag dockerfile context builder=0
     IFS='|' read -r tag dockerfile context <<<"$1"
-    if uses_venv "$dockerfile" && [ "$1" != "$venv_builder" ]; then
-        wait_ready venv || die "$tag: the shared venv layer failed to build (see above)"
-    fi
+    [ "$1" != "$layer_builder" ] || { builder=1; MARK_LAYERS=1; }
+    wait_layers "$dockerfile" || die "$tag: the shared layers failed to build (see above)"
     if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
         if ! build_prefix "$dockerfile" "$context" "$tag"; then
-            [ "$1" != "$venv_builder" ] || touch "$READY/venv.failed"
+            [ "$builder" = 0 ] || touch "$READY/layers.failed"
             die "docker build of $tag's first layers failed (log: $LOGS)"
         fi
-        [ "$1" != "$venv_builder" ] || touch "$READY/venv"
+        [ "$builder" = 0 ] || touch "$READY/layers"
         wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
     fi
     if ! build_image "$tag" "$dockerfile" "$context"; then
-        [ "$1" != "$venv_builder" ] || touch "$READY/venv.failed"
+        [ "$builder" = 0 ] || touch "$READY/layers.failed"
         return 1
     fi
-    [ "$1" != "$venv_builder" ] || touch "$READY/venv"
+    [ "$builder" = 0 ] || touch "$READY/layers"
+    # For scripts/up, which starts PostgreSQL and InfluxDB as soon as theirs are built.
+    touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
 }
 run_builds() {  # run_builds ENTRY...: up to BUILD_JOBS at once, a new one as soon as any
     # ends (the queue's order is its priority)
@@ -362,18 +407,9 @@ run_builds() {  # run_builds ENTRY...: up to BUILD_JOBS at once, a new one as so
     done
 }
 wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
-# The layers every image shares (the Python runtime, the network tools) first, alone:
-# builds running side by side would each build them, as the cache has them only once a
-# build has ended. Then the images, a few at a time: a cached build is mostly waiting on
-# the daemon, and a fresh one on the disk and the mirror. BUILD_JOBS=1: one at a time.
+# A few images at a time: a cached build is mostly waiting on the daemon, and a fresh
+# one on the disk and the mirror. BUILD_JOBS=1: one at a time.
 BUILD_JOBS="${BUILD_JOBS:-3}"
-if [ "${#builds[@]}" -gt 1 ]; then
-    IFS='|' read -r _ dockerfile context <<<"${builds[0]}"
-    phase_begin "shared first layers"
-    sed '/^COPY/,$d' "$dockerfile" | docker build -q -f - "$context" >"$LOGS/shared-layers.log" 2>&1 \
-        || { tail -n 40 "$LOGS/shared-layers.log" >&2; die "building the shared first layers failed"; }
-    phase_end "shared first layers"
-fi
 [ "${#builds[@]}" -eq 0 ] || run_builds "${builds[@]}"
 [ "$tools" = 0 ] || wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
 drop_superseded() {  # the images rebuilt tags named before, unless something still uses
