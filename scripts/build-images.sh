@@ -182,7 +182,7 @@ stage_catalogue() {
     for manifest in experiments/*/experiment.yaml; do
         name="$(basename "$(dirname "$manifest")")"
         mkdir -p "$CATALOGUE/$name"
-        cp "$manifest" "$CATALOGUE/$name/experiment.yaml"
+        cp -p "$manifest" "$CATALOGUE/$name/experiment.yaml"  # -p: its time, for the stamp
     done
 }
 
@@ -368,10 +368,47 @@ build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the f
     fi
     phase_end "$3 (its layers before the tools)"
 }
+# An image whose inputs have not changed since it was built is not handed to Docker:
+# the classic builder's cache check takes a fraction of a second per instruction, seconds
+# per image and most of a warm start's build phase. The inputs: the Dockerfile, the
+# build settings, the base image, and every file its COPY lines name (path, size and
+# modification time, as make compares them: a changed file is rebuilt; a file only
+# touched goes through Docker's cache, which finds it unchanged). The record is
+# build/logs/stamps/IMAGE: the fingerprint and the image id built from it.
+STAMPS="$LOGS/stamps"
+mkdir -p "$STAMPS"
+image_inputs() {  # image_inputs DOCKERFILE CONTEXT: the fingerprint of what a build reads
+    local line words srcs=() i
+    while IFS= read -r line; do
+        read -ra words <<<"$line"
+        case "${words[0]}" in COPY|ADD) ;; *) continue ;; esac
+        for ((i = 1; i < ${#words[@]} - 1; i++)); do
+            [[ "${words[i]}" == --* ]] || srcs+=("${words[i]}")
+        done
+    done < <(instructions "$1")
+    {
+        cat "$1"
+        echo "TAG=$TAG NODE_MODEMMANAGER=${NODE_MODEMMANAGER:-0}"
+        docker image inspect -f '{{.Id}}' debian:bookworm-slim
+        [ "${#srcs[@]}" -eq 0 ] || (cd "$2" && find "${srcs[@]}" \( -name __pycache__ -o -name '*.pyc' \) -prune \
+            -o -type f -printf '%p %s %T@\n' | sort)
+    } | sha256sum | cut -c1-32
+}
 image_job() {  # image_job ENTRY: build one image, waiting for what it needs
-    local tag dockerfile context builder=0
+    local tag dockerfile context builder=0 stamp inputs
     IFS='|' read -r tag dockerfile context <<<"$1"
     [ "$1" != "$layer_builder" ] || { builder=1; MARK_LAYERS=1; }
+    stamp="$STAMPS/$(echo "$tag" | tr '/:' '__')"
+    inputs="$(image_inputs "$dockerfile" "$context")"
+    if [ -f "$stamp" ] \
+            && [ "$(cat "$stamp")" = "$inputs $(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ]; then
+        phase_begin "image $tag"
+        phase_end "image $tag" "$(cut -d' ' -f2 "$stamp" | cut -c8-19), unchanged"
+        [ "$builder" = 0 ] || touch "$READY/layers"
+        touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
+        return 0
+    fi
+    rm -f "$stamp"
     wait_layers "$dockerfile" || die "$tag: the shared layers failed to build (see above)"
     if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
         if ! build_prefix "$dockerfile" "$context" "$tag"; then
@@ -386,6 +423,7 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
         return 1
     fi
     [ "$builder" = 0 ] || touch "$READY/layers"
+    echo "$inputs $(docker image inspect -f '{{.Id}}' "$tag")" >"$stamp"
     # For scripts/up, which starts PostgreSQL and InfluxDB as soon as theirs are built.
     touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
 }
