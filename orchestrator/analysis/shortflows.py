@@ -10,16 +10,21 @@ times an idealised L(S) built from slow-start rounds, the path's base RTT and th
 capacity seen by the long flow, and states that a 10 % longer RTT hurts short flows
 more than a 10 % lower capacity.
 
-The model here (:func:`model_fct_s`) is that idealised, loss-free slow start:
+The model here (:func:`model_fct_s`) is that idealised, loss-free slow start, timed
+from the first SYN to the last data byte's arrival (which the receiver ACKs at once):
 
-    L(S) = RTT + sum_{i=1..k} max(RTT, s_i * 8 / C)
+    L(S) = 2 RTT + S * 8 / C + sum_{k=1..K-1} max(0, RTT + MSS * 8 / C - w_k * 8 / C)
 
-one RTT for the handshake, then k rounds, round i carrying s_i = min(IW * 2^(i-1) *
-MSS, what is left) bytes: a round lasts one RTT while its window is below the path's
-bandwidth-delay product, and its serialisation time once the window fills the path
-(the window-doubling rounds of Cardwell, Savage and Anderson, "Modeling TCP latency",
-INFOCOM 2000, without losses or delayed ACKs). IW = 10 segments (RFC 6928, as the
-experiment runs), MSS = 1448 bytes (1500-byte MTU, TCP timestamps).
+one RTT for the handshake, one for the request and the data's way back, the
+serialisation of all S bytes at the capacity C, and a stall after each window w_k =
+IW * 2^(k-1) * MSS that is sent before its first segment's ACK can return (K windows
+cover S; the last one is what is left). It is the slow-start latency of Kurose and
+Ross ("Computer Networking", TCP latency modelling; their P stalls are the positive
+terms) with an initial window of IW segments, and the window-doubling rounds of
+Cardwell, Savage and Anderson ("Modeling TCP latency", INFOCOM 2000) without losses or
+delayed ACKs, at a finite capacity. IW = 10 segments (RFC 6928, as the experiment runs),
+MSS = 1448 bytes (1500-byte MTU, TCP timestamps). In the uplink the node sends: its
+capture sees the last byte ACKed one RTT after it left, which is the same sum.
 
 The sensitivity is stated two ways: from the model (L at 1.1 x RTT and at 0.9 x C,
 against L), and from the measurements, by regressing the log completion time of the
@@ -51,14 +56,15 @@ MIN_SESSIONS = 4
 def model_fct_s(size: int, *, rtt_s: float, capacity_bps: float,
                 mss: int = MSS, initial_window: int = INITIAL_WINDOW) -> float:
     """The idealised completion time L(S) of a ``size``-byte flow (module docstring)."""
-    if size <= 0 or rtt_s <= 0 or capacity_bps <= 0:
-        raise ValueError("size, rtt_s and capacity_bps must be positive")
-    total, left, window = rtt_s, size, initial_window * mss
-    while left > 0:
-        sent = min(window, left)
-        total += max(rtt_s, sent * 8 / capacity_bps)
-        left -= sent
+    if size <= 0 or rtt_s <= 0 or capacity_bps <= 0 or mss <= 0 or initial_window <= 0:
+        raise ValueError("size, rtt_s, capacity_bps, mss and initial_window must be positive")
+    segment_s = mss * 8 / capacity_bps
+    total = 2 * rtt_s + size * 8 / capacity_bps
+    left, window = size - initial_window * mss, initial_window * mss
+    while left > 0:  # window ``window`` was sent and more is left: it may stall
+        total += max(0.0, rtt_s + segment_s - window * 8 / capacity_bps)
         window *= 2
+        left -= window
     return total
 
 

@@ -16,14 +16,18 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+from tests.conftest import REPO
 from tests.e2e.chaos import container, docker
 from tests.e2e.conftest import Fleet, SideBySide
 
 PROMETHEUS = "http://127.0.0.1:9090"
 ALERTMANAGER = "http://127.0.0.1:9093"
 NODE = "no-01"
-FLEET = {"se-01", "se-02", "no-01", "it-01"}
+#: Every node scripts/up provisions.
+FLEET = {n["id"] for n in yaml.safe_load(
+    (REPO / "deploy/fleet/nodes.yaml").read_text())["nodes"]}
 OFFLINE = "TestbedNodeOffline"
 
 

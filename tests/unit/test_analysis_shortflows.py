@@ -24,13 +24,35 @@ from testbed_kit.short_flows import short_sizes
 RTT, CAP = 0.05, 20e6
 
 
-def test_a_flow_in_the_initial_window_takes_two_round_trips() -> None:
-    """Handshake, then one round: whatever the capacity, as long as it is not the limit."""
-    assert model_fct_s(1388, rtt_s=RTT, capacity_bps=CAP) == pytest.approx(2 * RTT)
-    assert model_fct_s(INITIAL_WINDOW * MSS, rtt_s=RTT, capacity_bps=CAP) == pytest.approx(2 * RTT)
-    # one byte more needs a second round
-    assert model_fct_s(INITIAL_WINDOW * MSS + 1, rtt_s=RTT,
-                       capacity_bps=CAP) == pytest.approx(3 * RTT)
+def test_a_flow_in_the_initial_window_takes_two_round_trips_and_its_bytes() -> None:
+    """Handshake, then the request and the data's way back, plus the bytes at the
+    capacity: one window, no stall."""
+    for size in (1388, INITIAL_WINDOW * MSS):
+        assert model_fct_s(size, rtt_s=RTT, capacity_bps=CAP) == pytest.approx(
+            2 * RTT + size * 8 / CAP)
+    # one byte more waits for the first window's ACK: a stall of an RTT, less the time
+    # the window took to send (after its first segment)
+    stall = RTT - (INITIAL_WINDOW - 1) * MSS * 8 / CAP
+    assert model_fct_s(INITIAL_WINDOW * MSS + 1, rtt_s=RTT, capacity_bps=CAP) == pytest.approx(
+        2 * RTT + (INITIAL_WINDOW * MSS + 1) * 8 / CAP + stall)
+
+
+@pytest.mark.parametrize(("rtt_segments", "expected_rtts", "expected_segments"), [
+    (5.0, 5, 10),  # RTT >= 3 segment times: a stall after each of the three windows
+    (2.5, 4, 13),  # one segment time < RTT < 3: the third window (4 segments) does not stall
+])
+def test_the_textbook_slow_start_latency(rtt_segments: float, expected_rtts: int,
+                                         expected_segments: int) -> None:
+    """Kurose and Ross's worked case of the slow-start latency model: an object of 14
+    segments, one segment in the first window (windows of 1, 2, 4 and 7): 2 RTT + O/R +
+    the stalls, i.e. 5 RTT + 10 S/R when every window stalls, 4 RTT + 13 S/R when the
+    third does not."""
+    mss, capacity = 1000, 8e5  # one segment in 10 ms
+    segment_s = mss * 8 / capacity
+    rtt = rtt_segments * segment_s
+    assert model_fct_s(14 * mss, rtt_s=rtt, capacity_bps=capacity, mss=mss,
+                       initial_window=1) == pytest.approx(
+        expected_rtts * rtt + expected_segments * segment_s)
 
 
 def test_a_long_flow_approaches_size_over_capacity() -> None:
@@ -60,6 +82,8 @@ def test_bad_model_inputs_are_refused() -> None:
         model_fct_s(0, rtt_s=RTT, capacity_bps=CAP)
     with pytest.raises(ValueError):
         model_fct_s(1000, rtt_s=0, capacity_bps=CAP)
+    with pytest.raises(ValueError):
+        model_fct_s(1000, rtt_s=RTT, capacity_bps=CAP, initial_window=0)
 
 
 def _sessions(n: int, *, e_rtt: float, e_cap: float, seed: int = 1) -> list[FlowSample]:

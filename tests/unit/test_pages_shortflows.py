@@ -13,6 +13,7 @@ from orchestrator.pages.html import page_html
 from orchestrator.pages.shortflows import short_flows_page
 from orchestrator.pages.shortflows_data import ShortFlowRow
 from testbed_kit.short_flows import short_sizes
+from tests.pagetables import table_rows
 
 HOUR_NS = 3600 * 10**9
 LOADED = Where("no-01", "NO", "242-01", "Telenor")
@@ -40,15 +41,6 @@ def _day(where: Where, *, diurnal: bool) -> list[ShortFlowRow]:
     return rows
 
 
-def _table_rows(html: str, css: str) -> list[list[str]]:
-    table = re.search(rf'<table class="{css}">(.*?)</table>', html, flags=re.S)
-    assert table, css
-    return [[re.sub(r"<[^>]+>", "", c).strip()
-             for c in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), flags=re.S)
-            if "<td" in row]
-
-
 def test_each_operator_gets_its_sizes_and_the_model_line() -> None:
     page = short_flows_page([*_day(LOADED, diurnal=True), *_day(FLAT, diurnal=False)],
                             filters=Filters(), n_boot=199)
@@ -61,12 +53,12 @@ def test_each_operator_gets_its_sizes_and_the_model_line() -> None:
                              flags=re.S)
         assert measured and measured.group(1).count('class="marker"') == 11
         assert 'data-series="model L(S)"' in chart.group(1)
-    summary = {r[0]: r for r in _table_rows(html, "short-flows-summary")}
+    summary = {r[0]: r for r in table_rows(html, "short-flows-summary")}
     telenor = summary["Telenor (242-01)"]
     assert telenor[2:6] == ["12", str(12 * 12 - 1), "1", "0"]  # one excluded flow
-    sens = _table_rows(html, "sensitivity")
+    sens = table_rows(html, "sensitivity")
     assert all(r[4] == "yes" for r in sens)  # the model: RTT hurts short flows more
-    tod = {(r[0], r[2]): r[4] for r in _table_rows(html, "significance")}
+    tod = {(r[0], r[2]): r[4] for r in table_rows(html, "significance")}
     assert tod[("Telenor (242-01)", "long-flow rate (Mbit/s)")] == "yes"
     assert tod[("Telia (240-01)", "long-flow rate (Mbit/s)")].startswith("no")
     assert sum(1 for (op, _) in tod if op == "Telia (240-01)") == 12  # long flow + 11 sizes

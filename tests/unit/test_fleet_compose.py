@@ -1,0 +1,67 @@
+"""The compose fleet's three descriptions of each node agree: deploy/fleet/nodes.yaml
+(what scripts/up provisions), the node's agent config beside it, and its service in
+docker-compose.yml (container, token, agent config, links, addresses). A node added to
+one and not the others would start with no token or the wrong config, and be found
+only by the end-to-end tests."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+NODES = yaml.safe_load((REPO / "deploy/fleet/nodes.yaml").read_text())["nodes"]
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def _links(service: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """TESTBED_LINKS of a node service: interface -> (subnet, profile path)."""
+    out = {}
+    for item in service["environment"]["TESTBED_LINKS"].split():
+        name, subnet, profile = item.split("=")
+        out[name] = (subnet, profile)
+    return out
+
+
+@pytest.mark.parametrize("node", [n["id"] for n in NODES])
+def test_each_provisioned_node_has_its_service_and_agent_config(node: str) -> None:
+    service = COMPOSE["services"][f"node-{node}"]
+    assert service["container_name"] == f"testbed-node-{node}"
+    env = service["environment"]
+    assert env["TESTBED_NODE_TOKEN"] == f"${{NODE_TOKEN_{node.upper().replace('-', '_')}:-}}"
+    assert f"./deploy/fleet/{node}.yaml:/etc/testbed/agent.yaml:ro" in service["volumes"]
+    assert f"node-{node}-state:/var/lib/testbed-agent" in service["volumes"]
+    assert f"node-{node}-state" in COMPOSE["volumes"]
+
+    agent = yaml.safe_load((REPO / "deploy/fleet" / f"{node}.yaml").read_text())
+    assert agent["node_id"] == node
+    assert agent["netns_container"] == service["container_name"]
+    links = _links(service)
+    assert sorted(links) == sorted(i["name"] for i in agent["interfaces"])
+    for iface in agent["interfaces"]:
+        subnet, profile = links[iface["name"]]
+        net = ipaddress.ip_network(subnet)
+        # the SIM's server is on that operator's network, and the node is attached to it
+        assert ipaddress.ip_address(iface["server_address"]) in net, iface
+        attached = [n for n, a in service["networks"].items()
+                    if ipaddress.ip_address(a["ipv4_address"]) in net]
+        assert attached, (node, subnet, service["networks"])
+        # the profile names the SIM's operator
+        spec = yaml.safe_load((REPO / "deploy/profiles" / profile.split("/")[-1]).read_text())
+        assert spec["operator"]["mcc_mnc"] == iface["operator"]["mcc_mnc"], (node, profile)
+        if "diurnal" in spec:  # the compressed clock comes from scripts/up's anchor
+            assert env["TESTBED_DIURNAL_ANCHOR"] == "${TESTBED_DIURNAL_ANCHOR:-}", node
+
+
+def test_no_two_containers_share_an_address() -> None:
+    seen: dict[str, str] = {}
+    for name, service in COMPOSE["services"].items():
+        for network in (service.get("networks") or {}).values():
+            address = (network or {}).get("ipv4_address")
+            if address:
+                assert address not in seen, (name, seen.get(address), address)
+                seen[address] = name
