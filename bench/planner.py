@@ -11,7 +11,8 @@ happy path. Timed, per size:
 - the service's pass: ``plan()`` of the day ahead (``TESTBED_SCHEDULING__HORIZON_S``,
   a day by default) plus writing its runs and reservations (a booking's first
   transition is derived from its run, ``orchestrator.model.booking``; no event) with
-  :func:`orchestrator.services.bookings.write_bookings` and committing, into a fresh
+  :func:`orchestrator.services.bookings.write_bookings` (the nodes and campaigns the
+  plan names checked in one query, then one binary COPY) and committing, into a fresh
   database of a throwaway PostgreSQL (Debian's binaries, as the integration tests;
   started with ``-F``, no fsync) holding the nodes and the campaign;
 - the 30-day plan cut to its first day (``Plan.before``) and written the same way;

@@ -7,9 +7,12 @@ no event row is written for it.
 A day of hourly sessions at 10,000 nodes x 3 SIMs is 720,000 runs. One ORM object per
 run and per event takes minutes and gigabytes, so the rows are built as plain tuples
 straight from the plan's arrays (:meth:`Plan.by_lane`), each instant formatted once per
-distinct second, and streamed: into one COPY (psycopg) where the engine is PostgreSQL,
+distinct second, and streamed: into one binary COPY (psycopg) where the engine is
+PostgreSQL,
 ``BATCH`` runs at a time by SQLAlchemy Core's executemany elsewhere (SQLite, for
 single-host trials and tests). Memory stays at a batch at most whatever the plan's size.
+The runs have no foreign keys (migration 0017): the nodes and campaigns the plan names
+are checked once, in one query each, before the first row is written.
 """
 
 from __future__ import annotations
@@ -22,15 +25,16 @@ from itertools import islice
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection, insert, select
 from sqlalchemy.orm import Session
 
 from orchestrator.catalogue.manifest import Manifest
+from orchestrator.errors import Conflict
 from orchestrator.model.booking import planner_reason, session_label
 from orchestrator.quotas.ledger import Period, SimQuota
 from orchestrator.scheduling.lanes import Lane
 from orchestrator.scheduling.planner import Plan
-from orchestrator.store.tables import Campaign, Run
+from orchestrator.store.tables import Campaign, Node, Run
 from testbed_common.states import RunState
 
 #: Runs per batch where the engine has no COPY (SQLite): large enough that a round trip
@@ -52,13 +56,14 @@ def write_bookings(s: Session, plan: Plan, campaigns: Mapping[str, Campaign],
                    catalogue: Mapping[str, Manifest], now: datetime, *,
                    batch: int = BATCH) -> int:
     """Write every booking of ``plan`` in the caller's unit of work; the number of runs.
-    The session is flushed first (the runs refer to its campaign rows); the rows are
-    not loaded into it."""
+    The session is flushed first (the runs refer to its campaign rows, checked with the
+    nodes before anything is written); the rows are not loaded into it."""
     s.flush()
     conn = s.connection()
+    _check_parents(conn, plan)
     if conn.dialect.name == "postgresql":
-        return _copy(conn, _rows(plan, campaigns, catalogue, now, text=True))
-    rows = _rows(plan, campaigns, catalogue, now, text=False)
+        return _copy(conn, _rows(plan, campaigns, catalogue, now, params=json.dumps))
+    rows = _rows(plan, campaigns, catalogue, now, params=_same)
     written = 0
     while runs := list(islice(rows, batch)):
         conn.execute(insert(Run), [dict(zip(RUN_COLUMNS, r, strict=True)) for r in runs])
@@ -66,16 +71,55 @@ def write_bookings(s: Session, plan: Plan, campaigns: Mapping[str, Campaign],
     return written
 
 
+#: Keys per look-up of the parents' check: SQLite takes at most 32,766 bound values in a
+#: statement.
+CHECKED_AT_ONCE = 10_000
+
+
+def _check_parents(conn: Connection, plan: Plan) -> None:
+    """What the runs' foreign keys checked row by row (720,000 look-ups for a day at
+    10,000 nodes), checked for the whole plan at once: every node and campaign its
+    bookings name is stored (migration 0017). Parents are never deleted (the database
+    refuses it), so what is there now is there when the runs commit."""
+    lanes = [plan.lanes[i] for i in np.unique(plan.session_lane).tolist()]
+    for table, named in ((Node, {lane.node for lane in lanes}),
+                         (Campaign, {lane.campaign for lane in lanes})):
+        wanted = sorted(named)
+        found: set[str] = set()
+        for at in range(0, len(wanted), CHECKED_AT_ONCE):
+            chunk = wanted[at:at + CHECKED_AT_ONCE]
+            found.update(conn.scalars(select(table.id).where(table.id.in_(chunk))))
+        if missing := [x for x in wanted if x not in found]:
+            raise Conflict(f"the plan books runs for {len(missing)} {table.__tablename__} "
+                           f"that are not stored ({', '.join(missing[:5])}"
+                           f"{', ...' if len(missing) > 5 else ''}); nothing was written: "
+                           "plan again from a fresh snapshot",
+                           code="unknown_parent")
+
+
+#: The runs' columns' types as the binary COPY sends them, in ``RUN_COLUMNS``' order (a
+#: varchar's and a json's binary form is their text, so both go as text).
+COPY_TYPES = (
+    "text", "text", "int4", "int4", "text", "text", "text",
+    "int4", "text", "text", "timestamptz", "timestamptz",
+    "int8", "text", "text", "timestamptz", "timestamptz",
+    "timestamptz", "text", "int4", "int4",
+    "text", "int8", "timestamptz",
+)
+
+
 def _copy(conn: Connection, rows: Iterator[Row]) -> int:
-    """One COPY on the session's own connection, inside its transaction, fed row by row
-    as the rows are made: the server stores a row while the next ones are formatted
-    (the two share the machine's cores), where a COPY per batch left it idle while
-    each batch was built, and the client idle while the server finished it."""
+    """One COPY in binary format on the session's own connection, inside its
+    transaction, fed row by row as the rows are made: the server stores a row while the
+    next ones are formatted (the two share the machine's cores). Binary, so that the
+    server reads each instant as the 8 bytes it stores rather than parsing an ISO
+    string (five per run); psycopg's C dumpers write them from the datetimes."""
     raw = conn.connection.driver_connection
     assert raw is not None
     written = 0
     with raw.cursor() as cur, cur.copy(
-            f"COPY runs ({', '.join(RUN_COLUMNS)}) FROM STDIN") as cp:
+            f"COPY runs ({', '.join(RUN_COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)") as cp:
+        cp.set_types(list(COPY_TYPES))
         for r in rows:
             cp.write_row(r)
             written += 1
@@ -142,13 +186,12 @@ def _periods(lane: Lane, store: Callable[[datetime], Any]) -> list[Callable[[dat
 
 
 def _rows(plan: Plan, campaigns: Mapping[str, Campaign], catalogue: Mapping[str, Manifest],
-          now: datetime, *, text: bool) -> Iterator[Row]:
-    """The plan's runs as ``RUN_COLUMNS`` tuples, lane by lane, earliest first. With
-    ``text``, instants are ISO strings and parameters JSON (COPY's text format parses
-    them; psycopg's dumping of datetimes would cost more than the rest of a row), else
-    datetimes and dicts (SQLAlchemy binds them)."""
-    store: Callable[[datetime], Any] = datetime.isoformat if text else _same
-    params: Callable[[dict[str, Any]], Any] = json.dumps if text else _same
+          now: datetime, *, params: Callable[[dict[str, Any]], Any]) -> Iterator[Row]:
+    """The plan's runs as ``RUN_COLUMNS`` tuples, lane by lane, earliest first: instants
+    as (UTC-aware) datetimes, each made once per distinct second, and parameters as
+    ``params`` makes them once per run of a lane (JSON text for the COPY, the dict for
+    SQLAlchemy)."""
+    store: Callable[[datetime], Any] = _same
     instants = _Instants(plan.base, store)
     occurrences = _Instants(plan.base, store, label=session_label)
     stored_now = store(now)
@@ -170,12 +213,12 @@ def _rows(plan: Plan, campaigns: Mapping[str, Campaign], catalogue: Mapping[str,
                 at, _, at_iso, stamp = instants(t)
                 end = instants(t + run.duration_s)[0]
                 for k in range(run.interfaces):
-                    reason = planner_reason(at_iso, lane.node, lane.interfaces[k], row.name,
-                                            occ_label, run.step, run.repetition)
+                    why = planner_reason(at_iso, lane.node, lane.interfaces[k], row.name,
+                                         occ_label, run.step, run.repetition)
                     yield (ids.new(t, stamp), row.id, row.project_id, row.created_by,
                            lane.node, lane.interfaces[k], manifest.name, manifest.version,
                            manifest.image, parameters, at, end, run.nbytes[k], state,
-                           reason, stored_now, stored_now, occ_stored, ifaces, run.step,
+                           why, stored_now, stored_now, occ_stored, ifaces, run.step,
                            run.repetition, lane.sims[k].mcc_mnc, run.nbytes[k], period[k])
 
 

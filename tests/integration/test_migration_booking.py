@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 
@@ -106,3 +107,31 @@ def test_upgrade_derives_the_booking_and_downgrade_stores_it_again(empty_url: st
     assert _events(empty_url) == before
     assert "ix_runs_state" in _indexes(empty_url)
     assert _parents(empty_url) == {"campaigns", "projects", "users", "nodes", "bundles"}
+
+
+def test_0017_drops_the_runs_parent_keys_and_downgrade_puts_them_back(
+        empty_url: str) -> None:
+    upgrade(empty_url, "0015")
+    engine = sa.create_engine(empty_url)
+    with engine.begin() as conn:
+        _seed(conn)
+    engine.dispose()
+    upgrade(empty_url, "0017")
+    assert _parents(empty_url) == set()
+    assert {"ix_runs_node_state", "ix_runs_campaign"} <= _indexes(empty_url)
+    engine = sa.create_engine(empty_url)
+    with engine.connect() as conn:  # the rows stay
+        assert conn.execute(sa.text("SELECT id FROM runs ORDER BY id")).scalars().all() \
+            == ["r-1", "r-2"]
+    # and their parents cannot be deleted
+    with pytest.raises(sa.exc.DBAPIError, match="rows of nodes are never deleted"), \
+            engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM nodes"))
+    engine.dispose()
+    command.downgrade(alembic_config(empty_url), "0016")
+    assert _parents(empty_url) == {"campaigns", "nodes", "bundles"}
+    engine = sa.create_engine(empty_url)
+    with engine.begin() as conn:  # the key is back and the refusal gone
+        conn.execute(sa.text("DELETE FROM nodes WHERE id = 'none'"))
+        assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar() == 2
+    engine.dispose()

@@ -58,26 +58,37 @@ def day_plan(n_nodes: int = 2) -> Plan:
                 horizon=timedelta(days=2))
 
 
+def seed(database: Database, nodes: int = 2) -> None:
+    """The user, project and nodes the plan's runs name."""
+    with database.session() as s:
+        s.add(User(id=1, name="alice", created_at=NOW))
+        s.add(Project(id=1, name="p", created_at=NOW))
+        for i in range(nodes):
+            s.add(Node(id=f"se-{i}", token_hash=f"h{i}", country="SE", created_at=NOW))
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Database:
     url = f"sqlite:///{tmp_path / 'testbed.db'}"
     upgrade(url)
     database = Database(make_engine(url))
-    with database.session() as s:
-        s.add(User(id=1, name="alice", created_at=NOW))
-        s.add(Project(id=1, name="p", created_at=NOW))
-        for i in range(2):
-            s.add(Node(id=f"se-{i}", token_hash=f"h{i}", country="SE", created_at=NOW))
+    seed(database)
     return database
 
 
-def test_rows_say_what_the_bookings_say(db: Database) -> None:
+def campaign_row() -> CampaignRow:
+    return CampaignRow(id="c-1", name=NAME, project_id=1, created_by=1, spec={},
+                       created_at=NOW)
+
+
+def check_rows_say_what_the_bookings_say(database: Database, batch: int) -> None:
+    """Write ``day_plan()`` and compare every stored run with its booking (on whichever
+    engine ``database`` is: tests/integration/test_run_parents.py runs it on both)."""
     p = day_plan()
-    with db.session() as s:
-        row = CampaignRow(id="c-1", name=NAME, project_id=1, created_by=1,
-                          spec={}, created_at=NOW)
+    with database.session() as s:
+        row = campaign_row()
         s.add(row)
-        written = bookings.write_bookings(s, p, {"c-1": row}, CATALOGUE, NOW, batch=7)
+        written = bookings.write_bookings(s, p, {"c-1": row}, CATALOGUE, NOW, batch=batch)
     expected: list[tuple[Any, ...]] = []
     for b in p.bookings():
         for iface, r in zip(b.interfaces, b.reservations, strict=True):
@@ -89,7 +100,7 @@ def test_rows_say_what_the_bookings_say(db: Database) -> None:
                              r.sim.mcc_mnc, r.nbytes, r.period_start,
                              b.session.occurrence, ",".join(b.session.interfaces), b.step,
                              b.repetition, "scheduled", reason))
-    with db.reading() as s:
+    with database.reading() as s:
         runs = s.scalars(select(Run)).all()
         got = [(r.node_id, r.interface, r.not_before, r.deadline, r.parameters,
                 r.forecast_bytes, r.mcc_mnc, r.reserved_bytes, r.reservation_period,
@@ -99,15 +110,19 @@ def test_rows_say_what_the_bookings_say(db: Database) -> None:
         assert {r.campaign_id for r in runs} == {"c-1"}
         assert {(r.project_id, r.created_by, r.state_at, r.created_at) for r in runs} == {
             (1, 1, NOW, NOW)}
-        for r in runs:
-            assert re.fullmatch(rf"r-{r.not_before:%Y%m%dT%H%M%S}-[0-9a-f]{{8}}", r.id)
-            shown = history(r)
+        for run in runs:
+            assert re.fullmatch(rf"r-{run.not_before:%Y%m%dT%H%M%S}-[0-9a-f]{{8}}", run.id)
+            shown = history(run)
             assert [(e.state, e.reason, e.source, e.at) for e in shown] == [
-                ("scheduled", r.state_reason, "orchestrator", NOW)]
-    assert written == len(runs) == len(expected) > 7
+                ("scheduled", run.state_reason, "orchestrator", NOW)]
+    assert written == len(runs) == len(expected) > batch
     assert sorted(got, key=repr) == sorted(expected, key=repr)
     # both billing periods of the day are reserved against
     assert len({g[8] for g in got}) == 2
+
+
+def test_rows_say_what_the_bookings_say(db: Database) -> None:
+    check_rows_say_what_the_bookings_say(db, batch=7)
 
 
 def test_run_ids_stay_unique_when_the_random_part_repeats(
