@@ -50,7 +50,11 @@ LOGS=build/logs
 export SOURCE_DATE_EPOCH=315532800
 export DOCKER_BUILDKIT=0  # the classic builder uses the local base image without a registry
 
-die() { _status_clear; echo "build-images: error: $*" >&2; exit 1; }
+die() {  # the message, then this shell's background jobs (cargo, the other builds) go too
+    _status_clear; echo "build-images: error: $*" >&2
+    kill $(jobs -p) 2>/dev/null || true
+    exit 1
+}
 
 experiment_image() {  # experiment_image DIR -> the manifest's image: value
     sed -n -E 's/^image:[[:space:]]*["'\'']?([^"'\''[:space:]#]+)["'\'']?.*$/\1/p' "$1/experiment.yaml" | head -n1
@@ -399,16 +403,22 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
     IFS='|' read -r tag dockerfile context <<<"$1"
     [ "$1" != "$layer_builder" ] || { builder=1; MARK_LAYERS=1; }
     stamp="$STAMPS/$(echo "$tag" | tr '/:' '__')"
-    inputs="$(image_inputs "$dockerfile" "$context")"
-    if [ -f "$stamp" ] \
-            && [ "$(cat "$stamp")" = "$inputs $(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ]; then
-        phase_begin "image $tag"
-        phase_end "image $tag" "$(cut -d' ' -f2 "$stamp" | cut -c8-19), unchanged"
-        [ "$builder" = 0 ] || touch "$READY/layers"
-        touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
-        return 0
+    if [ -f "$stamp" ]; then
+        # The fingerprint reads the files the image copies, the staged tools among them:
+        # an image built before waits for this run's cargo (seconds when nothing changed).
+        if needs_tools "$dockerfile"; then
+            wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
+        fi
+        inputs="$(image_inputs "$dockerfile" "$context")"
+        if [ "$(cat "$stamp")" = "$inputs $(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ]; then
+            phase_begin "image $tag"
+            phase_end "image $tag" "$(cut -d' ' -f2 "$stamp" | cut -c8-19), unchanged"
+            [ "$builder" = 0 ] || touch "$READY/layers"
+            touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
+            return 0
+        fi
+        rm -f "$stamp"
     fi
-    rm -f "$stamp"
     wait_layers "$dockerfile" || die "$tag: the shared layers failed to build (see above)"
     if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
         if ! build_prefix "$dockerfile" "$context" "$tag"; then
@@ -418,6 +428,8 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
         [ "$builder" = 0 ] || touch "$READY/layers"
         wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
     fi
+    # Taken now, with the tools staged (on a fresh machine they did not exist at the start).
+    inputs="$(image_inputs "$dockerfile" "$context")"
     if ! build_image "$tag" "$dockerfile" "$context"; then
         [ "$builder" = 0 ] || touch "$READY/layers.failed"
         return 1
