@@ -3,6 +3,8 @@ administrator and the default project. Used by the API app and by the CLI alike.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from orchestrator.archive.store import Archive
 from orchestrator.catalogue.loader import load_catalogue
 from orchestrator.model.clock import Clock, SystemClock
@@ -29,10 +31,16 @@ def build_context(settings: Settings, clock: Clock | None = None) -> Context:
         started_at=clock.now(),
         timeseries=timeseries_client(settings),
     )
-    ensure_admin_user(ctx)
-    with ctx.db.session() as s:
-        get_or_create_project(s, DEFAULT_PROJECT, ctx)
+    bootstrap_rows(ctx.db, clock.now())
     return ctx
+
+
+def bootstrap_rows(db: Database, now: datetime) -> None:
+    """The rows every orchestrator needs: the administrator and the default project
+    (made once however many replicas and workers start at the same moment)."""
+    with db.session() as s:
+        ensure_admin_user(s, now)
+        get_or_create_project(s, DEFAULT_PROJECT, now)
 
 
 def timeseries_client(settings: Settings) -> InfluxClient | None:

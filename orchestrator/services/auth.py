@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -15,6 +16,7 @@ from orchestrator.errors import Forbidden, Unauthorized
 from orchestrator.model.expiry import expired
 from orchestrator.services.context import Context
 from orchestrator.settings import Settings
+from orchestrator.store.locks import creation_lock_name, lock_in_transaction
 from orchestrator.store.tables import ApiToken, Node, User
 
 ADMIN_USER = "admin"
@@ -61,11 +63,12 @@ def may_scrape(settings: Settings, token: str) -> bool:
     return any(hmac.compare_digest(token.encode(), t.encode()) for t in allowed)
 
 
-def ensure_admin_user(ctx: Context) -> None:
-    """The bootstrap administrator owns what is made with the admin token."""
-    with ctx.db.session() as s:
-        if s.scalar(select(User).where(User.name == ADMIN_USER)) is None:
-            s.add(User(name=ADMIN_USER, is_admin=True, created_at=ctx.clock.now()))
+def ensure_admin_user(s: Session, now: datetime) -> None:
+    """The bootstrap administrator owns what is made with the admin token. Every replica
+    and worker runs this at start, at the same moment on a new database: one creates it."""
+    lock_in_transaction(s, creation_lock_name("user", ADMIN_USER))
+    if s.scalar(select(User).where(User.name == ADMIN_USER)) is None:
+        s.add(User(name=ADMIN_USER, is_admin=True, created_at=now))
 
 
 def authenticate_user(ctx: Context, token: str | None) -> Principal:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -10,15 +12,19 @@ from orchestrator.schemas import ProjectCreate, ProjectPublic, UserCreate, UserT
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.services.tokens import add_token
+from orchestrator.store.locks import creation_lock_name, lock_in_transaction
 from orchestrator.store.tables import Project, ProjectMember, User
 
 DEFAULT_PROJECT = "default"
 
 
-def get_or_create_project(s: Session, name: str, ctx: Context) -> Project:
+def get_or_create_project(s: Session, name: str, now: datetime) -> Project:
+    """The project ``name``, made if missing; concurrent callers (replicas starting
+    together, two requests) make it once."""
+    lock_in_transaction(s, creation_lock_name("project", name))
     project = s.scalar(select(Project).where(Project.name == name))
     if project is None:
-        project = Project(name=name, created_at=ctx.clock.now())
+        project = Project(name=name, created_at=now)
         s.add(project)
         s.flush()
     return project
@@ -41,7 +47,7 @@ def create_project(ctx: Context, principal: Principal, body: ProjectCreate) -> P
     with ctx.db.session() as s:
         if s.scalar(select(Project).where(Project.name == body.name)) is not None:
             raise Conflict(f"project {body.name!r} already exists")
-        get_or_create_project(s, body.name, ctx)
+        get_or_create_project(s, body.name, ctx.clock.now())
     return ProjectPublic(name=body.name, members=[])
 
 
@@ -55,6 +61,6 @@ def create_user(ctx: Context, principal: Principal, body: UserCreate) -> UserTok
         s.add(user)
         s.flush()
         for pname in body.projects or [DEFAULT_PROJECT]:
-            project = get_or_create_project(s, pname, ctx)
+            project = get_or_create_project(s, pname, ctx.clock.now())
             s.add(ProjectMember(project_id=project.id, user_id=user.id))
         return add_token(s, user, days=body.token_days, now=now)

@@ -25,6 +25,13 @@ MIGRATIONS = "testbed:migrations"
 PLANNING = "testbed:planning"
 
 
+def creation_lock_name(kind: str, name: str) -> str:
+    """Creating the ``kind`` row named ``name`` if it is missing (the administrator, a
+    project): replicas and workers starting together each find it missing, and all but
+    one would then fail on its unique name. Taken before looking."""
+    return f"testbed:create:{kind}:{name}"
+
+
 def upload_lock_name(run_id: str) -> str:
     """One run's upload: its requests are taken one at a time across replicas."""
     return f"testbed:upload:{run_id}"

@@ -11,24 +11,27 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import Session
 
 from orchestrator.api.app import create_app
+from orchestrator.bootstrap import bootstrap_rows
 from orchestrator.errors import Conflict
 from orchestrator.model.lease import renew_every_s, takeover_bound_s
+from orchestrator.services.auth import ADMIN_USER
 from orchestrator.services.leader import Leadership
 from orchestrator.services.runs import transition
+from orchestrator.services.users import DEFAULT_PROJECT
 from orchestrator.services.views import history
 from orchestrator.store import locks
 from orchestrator.store.db import Database, make_engine
 from orchestrator.store.migrate import upgrade
-from orchestrator.store.tables import Run
+from orchestrator.store.tables import Project, Run, User
 from testbed_common.states import RunState, can_move
 from tests.conftest import ManualClock
 from tests.integration import postgres
@@ -60,6 +63,30 @@ def test_replicas_starting_together_apply_the_migrations_once(pg_url: str) -> No
         heads = c.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     engine.dispose()
     assert len(heads) == 1
+
+
+def test_replicas_starting_together_on_a_new_database_all_start(pg_url: str) -> None:
+    """Every replica (and every worker of each) bootstraps at start: the administrator
+    and the default project. On a new database they all find them missing at once; one
+    makes them, the others start too (one replica of the compose stack used to exit on
+    the administrator's unique name)."""
+    upgrade(pg_url)
+    dbs = [Database(make_engine(pg_url)) for _ in range(6)]
+    start = threading.Barrier(len(dbs))
+
+    def boot(db: Database) -> None:
+        start.wait()
+        bootstrap_rows(db, datetime.now(UTC))
+    with ThreadPoolExecutor(len(dbs)) as pool:
+        for done in [pool.submit(boot, db) for db in dbs]:
+            done.result()  # none raised
+    with dbs[0].session() as s:
+        assert s.scalar(select(func.count()).select_from(User)
+                        .where(User.name == ADMIN_USER)) == 1
+        assert s.scalar(select(func.count()).select_from(Project)
+                        .where(Project.name == DEFAULT_PROJECT)) == 1
+    for db in dbs:
+        db.engine.dispose()
 
 
 @pytest.mark.quiet  # takeover within the lease's bound
