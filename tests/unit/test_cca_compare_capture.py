@@ -172,8 +172,8 @@ CTX = RunContext(node="it-01", operator="242-01", interface="op2", experiment="c
 def _by_port(points: list[Point], models: list[Model]) -> dict[int, dict[str, Any]]:
     rows = [p for p in points if p.measurement == CCA_COMPARE]
     assert len(rows) == len(models)
-    return {m.port: r.fields | r.tags for m, r in zip(models, sorted(
-        rows, key=lambda p: p.fields["index"]), strict=True)}
+    return {m.port: {**r.fields, **r.tags} for m, r in zip(models, sorted(
+        rows, key=lambda p: int(p.fields["index"] or 0)), strict=True)}
 
 
 def test_the_model_has_what_it_is_meant_to_test() -> None:
