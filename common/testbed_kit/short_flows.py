@@ -16,7 +16,9 @@ bytes, and one long flow (20 MiB there) from which the link's capacity is taken.
 The responder's protocol (server-image/flow_responder.py): the client sends one ASCII
 line ``down <bytes>\\n`` (the server sends that many bytes and closes) or
 ``up <bytes>\\n`` (the client sends that many bytes and half-closes; the server reads
-them all, answers ``ok\\n`` and closes).
+them all, answers ``ok\\n`` and closes). cca-compare adds options after the size
+(:class:`FlowRequest`): ``cca=<name>``, the congestion control the sender uses, and
+``seconds=<s>``, a timed flow.
 """
 
 from __future__ import annotations
