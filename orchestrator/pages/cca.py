@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from orchestrator.analysis.cca import (
     ALPHA,
     METRICS,
+    MIN_EACH,
     TransferSample,
     differences,
     handover_class,
@@ -131,8 +132,9 @@ def cca_page(rows: Sequence[CcaRow], *, filters: Filters) -> Page:
         if len(by_cca) == 2:
             a, b = sorted(by_cca)
             for d in differences(by_cca[a], by_cca[b]):
-                verdict = ("too few transfers" if d.significant is None else
-                           "yes" if d.significant else "no")
+                verdict = ("yes" if d.significant else "no" if d.significant is False
+                           else "too few transfers" if min(d.n_a, d.n_b) < MIN_EACH
+                           else "no test: every value the same")
                 tests.append((*what, d.metric, f"{a} vs {b}", f"{d.n_a} / {d.n_b}",
                               "" if d.median_a is None else f"{d.median_a:.3g} {d.unit}",
                               "" if d.median_b is None else f"{d.median_b:.3g} {d.unit}",

@@ -163,5 +163,7 @@ def test_the_page_shows_both_controls_by_sinr_and_handover() -> None:
         (h, c) for h in ("with handover", "without handover") for c in ("bbr", "cubic")}
     retrans = [r for r in tests.rows if r[3] == "retransmissions"]
     assert len(retrans) == 2 and all(r[-1] == "yes" for r in retrans)  # 1 % vs 0.2 %
+    dupacks = [r for r in tests.rows if r[3] == "duplicate ACKs"]
+    assert all(r[-1] == "no test: every value the same" for r in dupacks)
     assert len(page.sections[0].charts) == 8  # four metrics, two kinds
     assert cca_page([], filters=Filters()).empty is not None

@@ -96,7 +96,7 @@ impl Samples {
         // The k-th smallest delay (0-based).
         let nth = |k: u64| {
             let mut seen = 0;
-            for &(v, c) in &runs {
+            for &(v, c) in runs {
                 seen += c;
                 if k < seen {
                     return delay(v);
