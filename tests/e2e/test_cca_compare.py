@@ -50,7 +50,8 @@ def _table(page: str, css: str) -> list[list[str]]:
 def _points(fleet: Fleet, run_id: str) -> list[dict[str, Any]]:
     fields = ("index", "status", "retrans_packets", "dupacks", "data_packets", "pure_acks",
               "throughput_bps", "self_delay_s", "sinr_db", "handovers", "cca", "kind")
-    query = (f"SELECT {', '.join(fields)} FROM cca_compare WHERE run = '{run_id}'")
+    columns = ", ".join(f'"{f}"' for f in fields)
+    query = f"SELECT {columns} FROM cca_compare WHERE run = '{run_id}'"
     deadline = time.monotonic() + 90
     while len(rows := fleet.influx(query)) < TRANSFERS:
         assert time.monotonic() < deadline, f"run {run_id}: {len(rows)} cca_compare points"
