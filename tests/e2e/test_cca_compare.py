@@ -32,9 +32,10 @@ from tests.e2e.conftest import FINAL, Fleet, SideBySide, story
 pytestmark = pytest.mark.e2e
 
 NODE, SIM = "it-01", "op2"
-PARAMS = {"repetitions": 4, "bulk_s": 10, "download_bytes": 1_000_000, "gap_s": 0.5,
-          "direction": "downlink"}
-TRANSFERS = 4 * PARAMS["repetitions"]
+REPETITIONS = 4
+PARAMS = {"repetitions": REPETITIONS, "bulk_s": 10, "download_bytes": 1_000_000,
+          "gap_s": 0.5, "direction": "downlink"}
+TRANSFERS = 4 * REPETITIONS
 
 
 def _table(page: str, css: str) -> list[list[str]]:
