@@ -8,6 +8,14 @@ and sends one request line (:func:`testbed_kit.short_flows.request_line`):
 - ``up N``: the client sends N bytes and half-closes; the server reads them all,
   answers ``ok`` and closes (uplink).
 
+Two options follow the size (cca-compare, experiments/cca-compare):
+
+- ``cca=<name>``: the congestion control the server sends with (``TCP_CONGESTION`` on
+  this connection; ignored when the server receives: the client then sets its own).
+  One the kernel does not have, or will not let this process use, gets ``error:``;
+- ``seconds=<s>``: a timed flow: the sender stops after that long or at the size,
+  whichever is first; an uplink flow's ``ok`` then says how many bytes arrived.
+
 One thread per connection, so a slow node never holds up another; a connection idle
 for ``--idle-s`` is dropped, and at most ``--max-connections`` are served at once
 (more are closed at accept), so a client that vanishes or misbehaves cannot pin the
@@ -24,9 +32,10 @@ import argparse
 import logging
 import socket
 import threading
+import time
 from collections.abc import Sequence
 
-from testbed_kit.short_flows import RESPONDER_PORT, parse_request
+from testbed_kit.short_flows import RESPONDER_PORT, parse_flow_request
 
 log = logging.getLogger("flow-responder")
 
@@ -50,6 +59,16 @@ def _read_line(conn: socket.socket) -> bytes:
     return bytes(line)
 
 
+def set_congestion_control(conn: socket.socket, cca: str) -> None:
+    """Send with ``cca`` on this connection; OSError naming it when the kernel has no
+    such module (ENOENT) or does not allow it here (EPERM: not in
+    ``net.ipv4.tcp_allowed_congestion_control`` and no CAP_NET_ADMIN)."""
+    try:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cca.encode())
+    except OSError as e:
+        raise OSError(e.errno, f"congestion control {cca!r} refused: {e.strerror}") from e
+
+
 def serve_connection(conn: socket.socket, *, idle_s: float) -> tuple[str, int]:
     """Answer one flow's request on ``conn`` (then closed by the caller); returns the
     direction and bytes moved, for the log. Raises ValueError for a bad request (after
@@ -57,14 +76,18 @@ def serve_connection(conn: socket.socket, *, idle_s: float) -> tuple[str, int]:
     conn.settimeout(idle_s)
     line = _read_line(conn)
     try:
-        direction, size = parse_request(line)
-    except ValueError as e:
+        request = parse_flow_request(line)
+        if request.cca is not None and request.direction == "downlink":
+            set_congestion_control(conn, request.cca)
+    except (ValueError, OSError) as e:
         conn.sendall(f"error: {e}\n".encode())
-        raise
+        raise ValueError(str(e)) from e
+    size = request.size
+    deadline = None if request.seconds is None else time.monotonic() + request.seconds
     moved = 0
-    if direction == "downlink":
+    if request.direction == "downlink":
         block = b"\0" * CHUNK
-        while moved < size:
+        while moved < size and (deadline is None or time.monotonic() < deadline):
             n = min(CHUNK, size - moved)
             conn.sendall(block[:n])
             moved += n
@@ -77,9 +100,15 @@ def serve_connection(conn: socket.socket, *, idle_s: float) -> tuple[str, int]:
             if not got:
                 break
             moved += len(got)
-        conn.sendall(b"ok\n" if moved == size else f"error: got {moved} of {size}\n".encode())
+        if moved == size and deadline is None:
+            answer = b"ok\n"
+        elif deadline is not None:  # timed: whatever the client sent before it stopped
+            answer = f"ok {moved}\n".encode()
+        else:
+            answer = f"error: got {moved} of {size}\n".encode()
+        conn.sendall(answer)
         conn.shutdown(socket.SHUT_WR)
-    return direction, moved
+    return request.direction, moved
 
 
 class Responder:

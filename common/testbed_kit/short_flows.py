@@ -16,11 +16,14 @@ bytes, and one long flow (20 MiB there) from which the link's capacity is taken.
 The responder's protocol (server-image/flow_responder.py): the client sends one ASCII
 line ``down <bytes>\\n`` (the server sends that many bytes and closes) or
 ``up <bytes>\\n`` (the client sends that many bytes and half-closes; the server reads
-them all, answers ``ok\\n`` and closes).
+them all, answers ``ok\\n`` and closes). cca-compare adds options after the size
+(:class:`FlowRequest`): ``cca=<name>``, the congestion control the sender uses, and
+``seconds=<s>``, a timed flow.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,13 +62,70 @@ def request_line(direction: str, size: int) -> bytes:
 def parse_request(line: bytes) -> tuple[str, int]:
     """The responder's side of :func:`request_line`: (direction, bytes). ValueError, with
     what was wrong, for anything else (the responder answers it and closes)."""
+    request = parse_flow_request(line)
+    return request.direction, request.size
+
+
+#: The longest a timed flow may last, s (the cca-compare manifest's bound).
+MAX_FLOW_SECONDS = 600
+#: A congestion control's name as Linux spells them ("cubic", "bbr", "reno", ...).
+_CCA_NAME = re.compile(r"[a-z][a-z0-9_]{0,15}")
+
+
+@dataclass(frozen=True)
+class FlowRequest:
+    """One request line with its options: ``cca`` is the congestion control the
+    sender sets on the connection (``TCP_CONGESTION``; the server's when it sends, the
+    client's own otherwise), ``seconds`` makes the flow timed: the sender stops after
+    that long or ``size`` bytes, whichever comes first (the uplink's answer then says
+    how many bytes arrived)."""
+
+    direction: str
+    size: int
+    cca: str | None = None
+    seconds: float | None = None
+
+    def line(self) -> bytes:
+        """The line a client sends for this request."""
+        words = [request_line(self.direction, self.size).decode().strip()]
+        if self.cca is not None:
+            words.append(f"cca={self.cca}")
+        if self.seconds is not None:
+            words.append(f"seconds={self.seconds:g}")
+        parse_flow_request(" ".join(words).encode())  # the same checks as the server's
+        return (" ".join(words) + "\n").encode()
+
+
+def parse_flow_request(line: bytes) -> FlowRequest:
+    """``down|up <bytes> [cca=<name>] [seconds=<s>]`` as a :class:`FlowRequest`
+    (short-flows sends neither option, cca-compare both). ValueError, with what was
+    wrong, for anything else."""
     words = line.decode("ascii", errors="replace").split()
-    if len(words) != 2 or words[0] not in ("down", "up") or not words[1].isdigit():
+    if len(words) < 2 or words[0] not in ("down", "up") or not words[1].isdigit():
         raise ValueError(f"expected 'down <bytes>' or 'up <bytes>', got {line[:40]!r}")
     size = int(words[1])
     if not 0 < size <= MAX_FLOW_BYTES:
         raise ValueError(f"a flow moves 1 to {MAX_FLOW_BYTES} bytes, not {size}")
-    return ("downlink" if words[0] == "down" else "uplink"), size
+    options: dict[str, str] = {}
+    for word in words[2:]:
+        key, eq, value = word.partition("=")
+        if not eq or key not in ("cca", "seconds") or key in options:
+            raise ValueError(f"unknown or repeated option {word[:24]!r}: cca=, seconds=")
+        options[key] = value
+    cca = options.get("cca")
+    if cca is not None and not _CCA_NAME.fullmatch(cca):
+        raise ValueError(f"cca must be a congestion control's name, not {cca[:20]!r}")
+    seconds: float | None = None
+    if "seconds" in options:
+        try:
+            seconds = float(options["seconds"])
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds <= MAX_FLOW_SECONDS:  # NaN too
+            raise ValueError(f"seconds must be in (0, {MAX_FLOW_SECONDS}], not "
+                             f"{options['seconds'][:20]!r}")
+    return FlowRequest(direction="downlink" if words[0] == "down" else "uplink",
+                       size=size, cca=cca, seconds=seconds)
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,13 @@ def _seconds(ns: int | None) -> float | None:
     return None if ns is None else int(ns) / 1e9
 
 
+def _delay(delay: Mapping[str, Any] | None) -> DelayStats | None:
+    return None if delay is None else DelayStats(
+        mean_s=float(delay["mean_s"]), median_s=float(delay["median_s"]),
+        p95_s=float(delay["p95_s"]), samples=int(delay["samples"]))
+
+
 def _flow(f: Mapping[str, Any], bin_s: float) -> FlowStats:
-    delay = f["self_delay"]
     return FlowStats(
         connection=Connection(_endpoint(f["client"]), _endpoint(f["server"])),
         data_from_client=bool(f["data_from_client"]),
@@ -88,9 +93,7 @@ def _flow(f: Mapping[str, Any], bin_s: float) -> FlowStats:
         retrans_bytes=int(f["retrans_bytes"]),
         pure_acks=int(f["pure_acks"]),
         dupacks=int(f["dupacks"]),
-        self_delay=None if delay is None else DelayStats(
-            mean_s=float(delay["mean_s"]), median_s=float(delay["median_s"]),
-            p95_s=float(delay["p95_s"]), samples=int(delay["samples"])),
+        self_delay=_delay(f["self_delay"]),
         fct_s=_seconds(f["fct_ns"]),
         bin_s=bin_s,
         bins_t0_ns=int(f["bins_t0_ns"]),
@@ -98,6 +101,8 @@ def _flow(f: Mapping[str, Any], bin_s: float) -> FlowStats:
         delivered_bins=[int(b) for b in f["delivered_bins"]],
         unbinned_packets=int(f["unbinned_packets"]),
         syn_fin_retrans=int(f["syn_fin_retrans"]),
+        min_rtt_s=_seconds(f["min_rtt_ns"]),
+        above_min_delay=_delay(f["above_min_delay"]),
     )
 
 

@@ -19,7 +19,10 @@
   hole), the time to the first ACK covering it, minus the handshake RTT. On a
   sender-side capture this is the queueing the flow builds in the bottleneck
   (bufferbloat, the BBR vs CUBIC comparison); on a receiver-side capture it is only the
-  receiver's ACK delay.
+  receiver's ACK delay. The same samples above the connection's own minimum
+  (``above_min_delay``, ``min_rtt_s``: the smallest per-ACK RTT) need no handshake and
+  do not go negative when the handshake's turnaround exceeded a data segment's RTT:
+  the cca-compare study's self-inflicted delay.
 - Flow completion time: SYN (or the first packet) to the first ACK covering the last
   data byte (or the last data packet when that ACK was not captured).
 - SYN/FIN retransmissions: segments carrying SYN (SYN/ACK included) or FIN beyond the
@@ -108,6 +111,8 @@ class FlowStats:
     delivered_bins: list[int]  # in-order delivered bytes per bin
     unbinned_packets: int = 0  # data packets beyond the bins' bound (max_bins)
     syn_fin_retrans: int = 0  # SYN or FIN segments sent again by the same side
+    min_rtt_s: float | None = None  # the smallest per-ACK RTT sample
+    above_min_delay: DelayStats | None = None  # the samples above ``min_rtt_s``
 
     @property
     def retrans_pct(self) -> float:
@@ -352,16 +357,11 @@ def analyse_flow(
                 samples.extend(p.ts_ns - item[2] for item in acked)
             if high is not None and ack >= high:
                 full_ack_ns = p.ts_ns
-    self_delay = None
+    self_delay = above_min = None
     if samples:
-        base_ns = rtt * 1e9 if rtt is not None else min(samples)
-        delays = sorted((s - base_ns) / 1e9 for s in samples)
-        self_delay = DelayStats(
-            mean_s=statistics.fmean(delays),
-            median_s=statistics.median(delays),
-            p95_s=delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))],
-            samples=len(delays),
-        )
+        lowest = min(samples)
+        self_delay = _delay_stats(samples, rtt * 1e9 if rtt is not None else lowest)
+        above_min = _delay_stats(samples, lowest)
     start_ns = (syn or packets[0]).ts_ns
     fct = None
     syn_fin_retrans = _syn_fin_retrans(conn, packets)
@@ -390,6 +390,20 @@ def analyse_flow(
         delivered_bins=delivered,
         unbinned_packets=unbinned,
         syn_fin_retrans=syn_fin_retrans,
+        min_rtt_s=min(samples) / 1e9 if samples else None,
+        above_min_delay=above_min,
+    )
+
+
+def _delay_stats(samples: list[int], base_ns: float) -> DelayStats:
+    """Mean, median and p95 of the samples less ``base_ns``, in seconds (an integer
+    base is subtracted exactly, as the compiled tool does)."""
+    delays = sorted((s - base_ns) / 1e9 for s in samples)
+    return DelayStats(
+        mean_s=statistics.fmean(delays),
+        median_s=statistics.median(delays),
+        p95_s=delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))],
+        samples=len(delays),
     )
 
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from orchestrator.pages.cca import CcaRow
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
 from orchestrator.pages.goodput import GoodputRow
 from orchestrator.pages.shortflows_data import ShortFlowRow
 from orchestrator.services.access import Readable
+from orchestrator.timeseries.ccacompare import CCA_COMPARE
 from orchestrator.timeseries.influx import Series, literal
 from orchestrator.timeseries.schema import ABW, GOODPUT, TAT_SUMMARY
 from orchestrator.timeseries.shortflows import SHORT_FLOWS
@@ -181,4 +183,37 @@ def goodput_transfers(ts: TimeSeriesQuery, filters: Filters, *,
             run=_s(row, "run"), direction=_s(row, "direction"),
             size_bytes=int(_s(row, "size") or 0), index=int(row.get("index") or 0),
             goodput_bps=float(row["goodput_bps"])))
+    return out
+
+
+# --- cca-compare (orchestrator/pages/cca.py) -------------------------------------------
+
+
+def cca_query(filters: Filters) -> str:
+    return _select(CCA_COMPARE, ("status", "throughput_bps", "self_delay_s", "retrans_pct",
+                                 "dupack_pct", "sinr_db", "handovers", "cca", "kind"),
+                   filters)
+
+
+def _opt(row: dict[str, Any], key: str) -> float | None:
+    v = row.get(key)
+    return None if v is None else float(v)
+
+
+def cca_transfers(ts: TimeSeriesQuery, filters: Filters, *,
+                  readable: Readable) -> list[CcaRow]:
+    """Every transfer of the cca-compare runs the caller may read, failed ones too (the
+    page counts them)."""
+    out = []
+    for row in _rows(ts.query(cca_query(filters))):
+        if row.get("status") is None or not readable.run(_s(row, "run")):
+            continue
+        handovers = row.get("handovers")
+        out.append(CcaRow(
+            time_ns=int(row["time"]), where=_where(row), run=_s(row, "run"),
+            direction=_s(row, "direction"), cca=_s(row, "cca"), kind=_s(row, "kind"),
+            status=_s(row, "status"), throughput_bps=_opt(row, "throughput_bps"),
+            self_delay_s=_opt(row, "self_delay_s"), retrans_pct=_opt(row, "retrans_pct"),
+            dupack_pct=_opt(row, "dupack_pct"), sinr_db=_opt(row, "sinr_db"),
+            handovers=None if handovers is None else int(handovers)))
     return out

@@ -39,6 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.pages import campaigns, fleet, html, queries, views
+from orchestrator.pages.cca import cca_page
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.pages.goodput import goodput_page
 from orchestrator.pages.shortflows import short_flows_page
@@ -242,6 +243,14 @@ def goodput(request: Request, campaign: Text = None, operator: Text = None,
             node: Text = None, days: Text = None) -> Response:
     return _page(request, lambda ts, f, _z, r: goodput_page(
         queries.goodput_transfers(ts, f, readable=r), filters=f),
+        campaign=campaign, operator=operator, node=node, days=days)
+
+
+@router.get("/pages/cca-compare", response_class=HTMLResponse)
+def cca_compare(request: Request, campaign: Text = None, operator: Text = None,
+                node: Text = None, days: Text = None) -> Response:
+    return _page(request, lambda ts, f, _z, r: cca_page(
+        queries.cca_transfers(ts, f, readable=r), filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 

@@ -416,6 +416,9 @@ PAGES = (
      "its RTT/capacity sensitivity and the time-of-day test per size."),
     ("goodput", "First transfer", "goodput-sequence: goodput per transfer size, the first "
      "transfer after idle (g1) against the median of the rest and its 95 % interval."),
+    ("cca-compare", "CUBIC vs BBR", "cca-compare: throughput, self-inflicted delay, "
+     "retransmissions and duplicate ACKs per congestion control, by SINR and with or "
+     "without a handover, with a Mann-Whitney test of each difference."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
     ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "

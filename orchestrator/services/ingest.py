@@ -39,12 +39,14 @@ from orchestrator.services import flowtool, ingestclaims
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
+from orchestrator.timeseries.ccacompare import SENDER_CAPTURE_EXPERIMENTS
 from orchestrator.timeseries.influx import InfluxClient, TimeSeriesUnavailable
 from orchestrator.timeseries.lineprotocol import TimeSeriesSink, shifted
 from orchestrator.timeseries.nodeclock import RUN_META, NodeClock, node_clock
 from orchestrator.timeseries.schema import (
     GPS_FILE,
     MODEM_FILE,
+    SERVER_CAPTURE_PREFIX,
     SYSTEM_FILE,
     BundlePoints,
     RunContext,
@@ -130,13 +132,16 @@ def _is_capture(name: str) -> bool:
     return name.endswith((".pcap", ".pcapng"))
 
 
-def _result_files(ctx: Context, bundle: Bundle, spool: Path | None
+def _result_files(ctx: Context, bundle: Bundle, spool: Path | None, *,
+                  server_captures: bool = False,
                   ) -> tuple[dict[str, bytes], dict[str, Path], list[str]]:
     """The members ingest turns into points, streamed out of the archived bundle, and
-    notes on those left unread: each is taken only under its cap (JSON files under
-    ``max_result_json_bytes``, captures under ``max_ingest_capture_bytes``). With a
-    ``spool`` folder captures are written there, chunk by chunk, for the compiled
-    analysis (which streams them from disk); without one they are read into memory."""
+    notes on those left unread (with ``server_captures``, for an experiment whose
+    sender may be the server, its captures under ``server/capture/`` too): each is
+    taken only under its cap (JSON files under ``max_result_json_bytes``, captures
+    under ``max_ingest_capture_bytes``). With a ``spool`` folder captures are written
+    there, chunk by chunk, for the compiled analysis (which streams them from disk);
+    without one they are read into memory."""
     caps = ctx.settings.uploads
     files: dict[str, bytes] = {}
     captures: dict[str, Path] = {}
@@ -146,8 +151,10 @@ def _result_files(ctx: Context, bundle: Bundle, spool: Path | None
         reader = TarReader(stream)
         for member in reader:
             name = member.name
-            if not member.isfile or not (name.startswith(RESULT_PREFIX)
-                                         or name in METADATA_FILES):
+            if not member.isfile or not (
+                    name.startswith(RESULT_PREFIX) or name in METADATA_FILES
+                    or (server_captures and name.startswith(SERVER_CAPTURE_PREFIX)
+                        and _is_capture(name))):
                 continue
             cap = (caps.max_ingest_capture_bytes if _is_capture(name)
                    else caps.max_result_json_bytes)
@@ -194,7 +201,8 @@ def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
         tool = _capture_tool()
         with tempfile.TemporaryDirectory(prefix="ingest-") as spool:
             files, spooled, skipped = _result_files(
-                ctx, bundle, Path(spool) if tool is not None else None)
+                ctx, bundle, Path(spool) if tool is not None else None,
+                server_captures=run.experiment in SENDER_CAPTURE_EXPERIMENTS)
             captures: dict[str, Callable[[], CaptureFlows]] = {
                 name: partial(flowtool.analyse_file, path, tool=tool)
                 for name, path in spooled.items() if tool is not None}

@@ -14,16 +14,25 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from orchestrator.analysis.capture import CaptureFlows, reference_flows
 from orchestrator.analysis.flows import FlowStats
 from orchestrator.analysis.policing import MIN_BINS, classify_policing
 from orchestrator.errors import Invalid
+from orchestrator.timeseries.ccacompare import (
+    CCA_BINS,
+    CCA_BINS_FIELDS,
+    CCA_COMPARE,
+    CCA_COMPARE_FIELDS,
+    modem_samples,
+    transfer_rows,
+)
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.shortflows import SHORT_FLOWS, SHORT_FLOWS_FIELDS, flow_rows
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import goodput, short_flows, tat_result
+from testbed_kit import cca_compare, goodput, short_flows, tat_result
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -58,6 +67,9 @@ FIELDS: dict[str, frozenset[str]] = {
     }),
     # short-flows (testbed.short-flows): one point per flow, figures from the capture.
     SHORT_FLOWS: SHORT_FLOWS_FIELDS,
+    # cca-compare (testbed.cca-compare): one point per transfer, one per 100 ms bin.
+    CCA_COMPARE: CCA_COMPARE_FIELDS,
+    CCA_BINS: CCA_BINS_FIELDS,
     GOODPUT: frozenset({"goodput_bps", "bytes", "total_s", "connect_s", "first_byte_s",
                         "index"}),
     GOODPUT_SUMMARY: frozenset({
@@ -293,6 +305,29 @@ def short_flow_points(result: Mapping[str, Any], flows: Sequence[FlowStats],
             for row in flow_rows(parsed, flows)]
 
 
+def cca_compare_points(result: Mapping[str, Any], sender_flows: Sequence[FlowStats],
+                       modem: Sequence[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
+    """A ``testbed.cca-compare`` v1 result, joined with the flows of the capture at the
+    sender and the run's modem records (:mod:`orchestrator.timeseries.ccacompare`), as
+    one ``cca_compare`` point per transfer and one ``cca_bins`` point per 100 ms bin of
+    its throughput, tagged with ``direction``, ``cca`` and ``kind`` (bulk/download)."""
+    parsed = cca_compare.parse_result(result)
+    out = []
+    for row in transfer_rows(parsed, sender_flows, modem_samples(modem)):
+        tags = {"direction": parsed.direction, "cca": row.cca, "kind": row.kind}
+        out.append(point(CCA_COMPARE, ctx, row.fields, row.time_ns, **tags))
+        out.extend(point(CCA_BINS, ctx, {"bps": bps, "index": row.fields["index"]},
+                         row.time_ns + k * row.bin_ns, **tags)
+                   for k, bps in enumerate(row.bins_bps))
+    return out
+
+
+#: Where the measurement server's side of a run's capture sits in a bundle
+#: (node_agent.server_capture): never turned into ``flows`` points (the node's capture
+#: of the same connections is), only joined with results whose sender it was.
+SERVER_CAPTURE_PREFIX = "server/capture/"
+
+
 def goodput_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
     """A ``testbed.goodput-sequence`` v1 result as one ``goodput`` point per transfer (at
     its start) and a ``goodput_summary`` at the first one's start, tagged with the
@@ -336,7 +371,9 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
     ``*.json`` with format ``testbed.tat``: :func:`tat_points`; with format
     ``testbed.short-flows``: :func:`short_flow_points`, joined with the flows of every
     capture of the bundle (so after them); ``testbed.goodput-sequence``:
-    :func:`goodput_points`; ``meta/modem.jsonl``:
+    :func:`goodput_points`; ``testbed.cca-compare``: :func:`cca_compare_points`, joined
+    with the sender's capture (``server/capture/`` for downlink: those captures give no
+    ``flows`` points of their own) and the modem records; ``meta/modem.jsonl``:
     :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
     :func:`system_points`; other ``*.jsonl``,
     of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
@@ -354,9 +391,16 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                          "cell, band unknown)")
     analysed = dict(captures or {})
     captured: list[FlowStats] = []  # every capture's flows, for results that need them
+    server_side: dict[str, Callable[[], CaptureFlows]] = {}  # analysed only if joined
+    modem_records: list[Mapping[str, Any]] = []
     joined: list[tuple[str, Mapping[str, Any]]] = []  # results joined with them after
     for name in sorted({*files, *analysed}):
         try:
+            if name.startswith(SERVER_CAPTURE_PREFIX):
+                if name in analysed or name.endswith((".pcap", ".pcapng")):
+                    server_side[name] = (analysed[name] if name in analysed else
+                                         partial(reference_flows, files[name]))
+                continue
             if name in analysed or name.endswith((".pcap", ".pcapng")):
                 got = analysed[name]() if name in analysed else reference_flows(files[name])
                 if got.damage is not None:
@@ -370,6 +414,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 records = load_json_lines(data, what=name, max_bytes=max_json_bytes)
                 if name == MODEM_FILE:
                     out.points.extend(modem_points(records, ctx))
+                    modem_records.extend(r for r in records if isinstance(r, Mapping))
                 elif name == GPS_FILE:
                     out.points.extend(gps_points(records, ctx))
                 elif name == SYSTEM_FILE:
@@ -380,7 +425,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
                 if isinstance(doc, dict) and doc.get("format") == tat_result.FORMAT:
                     out.points.extend(tat_points(doc, ctx))
-                elif isinstance(doc, dict) and doc.get("format") == short_flows.FORMAT:
+                elif isinstance(doc, dict) and doc.get("format") in (short_flows.FORMAT,
+                                                                     cca_compare.FORMAT):
                     joined.append((name, doc))
                 elif isinstance(doc, dict) and doc.get("format") == goodput.FORMAT:
                     out.points.extend(goodput_points(doc, ctx))
@@ -389,10 +435,34 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
             out.notes.append(f"{name}: not turned into points: {e}")
     for name, doc in joined:
         try:
-            out.points.extend(short_flow_points(doc, captured, ctx))
-        except ValueError as e:  # ShortFlowsOutputError too
+            if doc.get("format") == cca_compare.FORMAT:
+                sender = _sender_flows(doc, captured, server_side, out.notes)
+                out.points.extend(cca_compare_points(doc, sender, modem_records, ctx))
+            else:
+                out.points.extend(short_flow_points(doc, captured, ctx))
+        except (Invalid, ValueError) as e:  # the results' OutputErrors, CaptureError too
             out.notes.append(f"{name}: not turned into points: {e}")
     return out
+
+
+def _sender_flows(doc: Mapping[str, Any], node_flows: list[FlowStats],
+                  server_side: Mapping[str, Callable[[], CaptureFlows]],
+                  notes: list[str]) -> list[FlowStats]:
+    """The flows of the capture at a cca-compare session's sender: the node's captures
+    for uplink, the server's for downlink (analysed here, their notes kept)."""
+    if doc.get("direction") != "downlink":
+        return node_flows
+    if not server_side:
+        notes.append("cca-compare downlink: the bundle has no server capture (the "
+                     "sender's side); its transfers are written as uncaptured")
+    flows: list[FlowStats] = []
+    for name, analyse in sorted(server_side.items()):
+        got = analyse()
+        if got.damage is not None:
+            notes.append(f"{name}: {got.damage}")
+        notes.extend(f"{name}: {note}" for note in got.notes)
+        flows.extend(got.flows)
+    return flows
 
 
 def quota_point(*, node: str, interface: str, operator: str, operator_name: str = "",

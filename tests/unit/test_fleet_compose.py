@@ -65,3 +65,15 @@ def test_no_two_containers_share_an_address() -> None:
             if address:
                 assert address not in seen, (name, seen.get(address), address)
                 seen[address] = name
+
+
+def test_the_cca_compare_sim_is_on_a_moving_link_with_handovers() -> None:
+    """tests/e2e/test_cca_compare.py counts on it: it-01's op2 hands over at least every
+    10 s (so each of its 10 s bulk transfers spans one), dropping what is in flight, on a
+    clock of its own, and its modem is sampled every second (placing each handover)."""
+    _subnet, profile = _links(COMPOSE["services"]["node-it-01"])["op2"]
+    spec = yaml.safe_load((REPO / "deploy/profiles" / profile.split("/")[-1]).read_text())
+    assert spec["handover"]["every_s"] <= 10 and spec["handover"]["mode"] == "drop"
+    assert "route" in spec and "diurnal" not in spec
+    agent = yaml.safe_load((REPO / "deploy/fleet/it-01.yaml").read_text())
+    assert agent["metadata_interval_s"] <= 1.0

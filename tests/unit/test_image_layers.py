@@ -21,6 +21,7 @@ IMAGES = {
     "tat": REPO / "experiments/tat/Dockerfile",
     "abw-tat": REPO / "experiments/abw-tat/Dockerfile",
     "short-flows": REPO / "experiments/short-flows/Dockerfile",
+    "cca-compare": REPO / "experiments/cca-compare/Dockerfile",
     "goodput-sequence": REPO / "experiments/goodput-sequence/Dockerfile",
 }
 #: Every Dockerfile of an image scripts/build-images.sh builds is listed above.

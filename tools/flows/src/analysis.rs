@@ -423,8 +423,10 @@ impl Flow {
         }
     }
 
-    fn finish(self) -> FlowFigures {
+    fn finish(mut self) -> FlowFigures {
         let self_delay = self.samples.stats(self.rtt_ns);
+        let min_rtt_ns = self.samples.min();
+        let above_min_delay = self.samples.stats(None);
         let fct_ns = self.last_data_ns.map(|last| {
             let done = match self.full_ack_ns {
                 Some(full) if full >= last => full,
@@ -452,6 +454,8 @@ impl Flow {
             delivered_bins: self.delivered,
             unbinned_packets: self.unbinned,
             syn_fin_retrans: self.syn_fin_retrans,
+            min_rtt_ns,
+            above_min_delay,
         }
     }
 }
@@ -481,6 +485,10 @@ pub struct FlowFigures {
     pub unbinned_packets: i64,
     /// SYN or FIN segments sent again by the same side.
     pub syn_fin_retrans: i64,
+    /// The smallest per-ACK RTT sample (Karn's rule, as `self_delay`).
+    pub min_rtt_ns: Option<i64>,
+    /// The same samples above `min_rtt_ns`: self-inflicted delay without a handshake.
+    pub above_min_delay: Option<DelayStats>,
 }
 
 #[derive(Debug, Clone, Serialize)]

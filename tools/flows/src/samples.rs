@@ -68,11 +68,17 @@ impl Samples {
         }
     }
 
+    /// The smallest sample: the connection's minimum per-ACK RTT.
+    pub fn min(&mut self) -> Option<i64> {
+        self.compact();
+        self.runs.first().map(|&(v, _)| v)
+    }
+
     /// Mean, median and p95 of `sample - base` in seconds, base being the handshake RTT
     /// (as the reference takes it: `rtt_s * 1e9`) or else the smallest sample.
-    pub fn stats(mut self, rtt_ns: Option<i64>) -> Option<DelayStats> {
+    pub fn stats(&mut self, rtt_ns: Option<i64>) -> Option<DelayStats> {
         self.compact();
-        let runs = self.runs;
+        let runs = &self.runs;
         let n: u64 = runs.iter().map(|&(_, c)| c).sum();
         if n == 0 {
             return None;
@@ -90,7 +96,7 @@ impl Samples {
         // The k-th smallest delay (0-based).
         let nth = |k: u64| {
             let mut seen = 0;
-            for &(v, c) in &runs {
+            for &(v, c) in runs {
                 seen += c;
                 if k < seen {
                     return delay(v);
@@ -181,6 +187,15 @@ mod tests {
             }
         }
         assert_eq!(Samples::default().stats(None), None);
+    }
+
+    #[test]
+    fn min_is_the_smallest_sample() {
+        let mut s = Samples::default();
+        assert_eq!(s.min(), None);
+        [7_000, 3_000, 9_000].iter().for_each(|&v| s.push(v));
+        assert_eq!(s.min(), Some(3_000));
+        assert_eq!(s.stats(None).map(|d| d.median_s), Some(4e-6));
     }
 
     #[test]
