@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.errors import Conflict, Invalid, NotFound
@@ -78,15 +78,6 @@ def list_nodes(ctx: Context) -> list[NodePublic]:
         nodes = s.scalars(select(Node).options(selectinload(Node.interfaces))
                           .order_by(Node.id)).all()
         return [node_public(n, now, ctx.settings.health) for n in nodes]
-
-
-def unreachable_runs(ctx: Context) -> dict[str, int]:
-    """How many runs each node holds while out of contact (``unreachable``): the fleet
-    page names them beside the node's health, since they still await its bundles."""
-    with ctx.db.session() as s:
-        rows = s.execute(select(Run.node_id, func.count()).where(
-            Run.state == RunState.UNREACHABLE).group_by(Run.node_id)).all()
-        return {node_id: int(n) for node_id, n in rows}
 
 
 def get_node(ctx: Context, node_id: str) -> NodePublic:

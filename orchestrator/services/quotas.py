@@ -90,13 +90,16 @@ def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKe
     return out
 
 
-def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None
-                 ) -> LedgerState:
+def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None,
+                 *, usage_of_nodes_only: bool = False) -> LedgerState:
     """Caps, budgets and usage as the ledger's frozen state. Usage is the journal (the
     runs table) summed per SIM, period and project; the ledger turns the sums into
-    usage (:func:`usage_from_journal`)."""
+    usage (:func:`usage_from_journal`). ``usage_of_nodes_only``: only ``nodes``' runs
+    are summed (their SIMs' figures are whole; the projects' are not)."""
     if nodes is None:
         nodes = s.scalars(select(Node)).all()
+    nodes = list(nodes)
+    only = ((Run.node_id.in_([n.id for n in nodes]),) if usage_of_nodes_only else ())
     rows = s.execute(
         select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period, Project.name,
                func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes), else_=0)),
@@ -104,7 +107,7 @@ def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = 
                func.sum(func.coalesce(Run.overrun_bytes, 0)))
         .join(Project, Run.project_id == Project.id)
         .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
-               Run.reservation_period.is_not(None))
+               Run.reservation_period.is_not(None), *only)
         .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
                   Project.name)
     ).all()
@@ -284,6 +287,16 @@ def list_quotas(ctx: Context) -> QuotasPublic:
                 remaining=st.remaining if p.budget_bytes is not None else None,
                 overrun=st.overrun))
         return QuotasPublic(sims=_statuses(ctx, s, nodes, state), projects=projects)
+
+
+def sim_statuses(ctx: Context, node_ids: Sequence[str]) -> list[SimQuotaPublic]:
+    """The SIMs of these nodes only, as :func:`list_quotas` shows them: their runs
+    alone are summed (a page of a hundred nodes, not the fleet's runs table)."""
+    with ctx.db.session() as s:
+        nodes = s.scalars(select(Node).options(selectinload(Node.interfaces))
+                          .where(Node.id.in_(list(node_ids))).order_by(Node.id)).all()
+        state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True)
+        return _statuses(ctx, s, nodes, state)
 
 
 def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:

@@ -1,0 +1,118 @@
+"""The fleet page at fleet scale, on real SQLite and PostgreSQL: the whole fleet
+counted first (nodes by health, SIMs near, at or over their cap), then a page of nodes,
+those needing a look first, narrowed by the filters the counts link to; a filter it
+does not know is refused with what it takes. (At 10,000 nodes one table of every node
+and SIM was 40,000 rows: bench/load-RESULTS.md.)"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import update
+
+from orchestrator.model.fleet import PAGE_SIZE
+from orchestrator.store.tables import Run
+from tests.integration.conftest import Api
+from tests.pagetables import table_rows
+
+SIM = [("op0", "240-01", "Telia")]
+
+
+def _page(api: Api, query: str = "") -> str:
+    r = api.client.get(f"/pages/fleet{query}", headers=api.admin)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def _nodes(html: str) -> list[tuple[str, str]]:
+    return [(row[0], row[1]) for row in table_rows(html, "nodes")]
+
+
+def test_the_fleet_is_counted_whole_and_shown_a_page_at_a_time(api: Api) -> None:
+    online = [f"se-{i:03d}" for i in range(PAGE_SIZE + 5)]
+    for n in online:
+        api.add_node(n, SIM)  # registered: heard from now
+    never = [f"no-{i:02d}" for i in range(12)]
+    for n in never:  # provisioned, their agent never registered
+        r = api.client.post("/api/v1/nodes", headers=api.admin, json={"id": n, "country": "NO"})
+        assert r.status_code == 201, r.text
+    total = len(online) + len(never)
+
+    first = _page(api)
+    assert f"Nodes ({total}: 12 new, {len(online)} online)" in first
+    assert dict(table_rows(first, "health")) == {
+        "offline": "0", "stale": "0", "new": "12", "maintenance": "0",
+        "online": str(len(online))}
+    # needing a look first (never registered), then the rest by id; a page's worth
+    shown = _nodes(first)
+    assert shown == ([(n, "new") for n in never]
+                     + [(n, "online") for n in online[:PAGE_SIZE - len(never)]])
+    assert f"1-{PAGE_SIZE} of {total} (page 1 of 2)" in first
+    assert 'href="/pages/fleet?page=2"' in first and "Previous page" not in first
+    # the shown nodes' SIMs only, not the fleet's
+    assert {row[0] for row in table_rows(first, "sims")} == {n for n, _ in shown if
+                                                             n.startswith("se-")}
+
+    second = _page(api, "?page=2")
+    assert _nodes(second) == [(n, "online") for n in online[PAGE_SIZE - len(never):]]
+    assert "Next page" not in second and 'href="/pages/fleet"' in second
+
+    # the count links to its nodes
+    assert 'href="/pages/fleet?health=new"' in first
+    assert _nodes(_page(api, "?health=new")) == [(n, "new") for n in never]
+    assert _nodes(_page(api, "?node=SE-10")) == [(n, "online") for n in online
+                                                 if "se-10" in n]
+    assert _nodes(_page(api, "?health=offline")) == []
+    # an empty filter, as a form sends it, is no filter
+    assert _nodes(_page(api, "?health=&node=&sims=")) == shown
+
+
+def test_a_filter_the_page_does_not_know_is_refused_with_what_it_takes(api: Api) -> None:
+    api.add_node("se-01", SIM)
+    for query, says in (("?health=asleep", "health must be one of offline, stale, new, "
+                                           "maintenance, online, not 'asleep'"),
+                        ("?sims=full", "sims must be one of near-cap, at-cap, overrun, "
+                                       "no-cap, not 'full'"),
+                        ("?page=0", "page must be 1 or more"),
+                        ("?page=two", "page must be a whole number, not 'two'")):
+        r = api.client.get(f"/pages/fleet{query}", headers=api.admin)
+        assert r.status_code == 400, query
+        assert "Bad filter" in r.text and says.replace("'", "&#x27;") in r.text, r.text
+
+
+def _charge(api: Api, node: str, nbytes: int, *, overrun: int = 0) -> None:
+    """A run on the node's op0 that ended and was charged ``nbytes`` this period."""
+    run = api.submit(node)
+    ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
+    with ctx.db.session() as s:
+        s.execute(update(Run).where(Run.id == run["id"]).values(
+            state="done", measured_bytes=nbytes, charged_bytes=nbytes,
+            overrun_bytes=overrun, settled_at=api.clock.now()))
+
+
+def test_sims_near_at_and_over_their_cap_are_counted_and_found(api: Api) -> None:
+    cap = 100_000_000
+    for node in ("se-near", "se-at", "se-over", "se-fine"):
+        api.add_node(node, SIM)
+        r = api.client.put(f"/api/v1/nodes/{node}/interfaces/op0/quota", headers=api.admin,
+                           json={"cap_bytes": cap, "reset_day": 1, "margin": 0.0})
+        assert r.status_code == 200, r.text
+    _charge(api, "se-near", 85_000_000)
+    _charge(api, "se-at", 96_000_000)
+    _charge(api, "se-over", 110_000_000, overrun=10_000_000)
+    _charge(api, "se-fine", 10_000_000)
+    api.add_node("se-nocap", [("op9", "240-02", "Tre")])
+    api.client.app.state.ctx.settings.scheduling.default_sim_cap_bytes = None  # type: ignore[attr-defined]
+
+    html = _page(api)
+    counts = {row[0].split(":")[0]: int(row[1]) for row in table_rows(html, "sim-summary")}
+    assert counts == {"near-cap": 1, "at-cap": 2, "overrun": 1, "no-cap": 1}
+    assert re.search(r"SIMs \(5; figures of \d+ s ago\)", html), html
+    for query, nodes in (("near-cap", ["se-near"]), ("at-cap", ["se-at", "se-over"]),
+                         ("overrun", ["se-over"]), ("no-cap", ["se-nocap"])):
+        assert f'href="/pages/fleet?sims={query}"' in html
+        page = _page(api, f"?sims={query}")
+        assert [n for n, _ in _nodes(page)] == nodes, query
+        assert [row[0] for row in table_rows(page, "sims")] == nodes, query
+    near = table_rows(_page(api, "?sims=near-cap"), "sims")[0]
+    assert (near[3], near[4], near[6]) == ("100.00 MB", "85.00 MB", "85%")
