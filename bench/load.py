@@ -14,8 +14,9 @@ the generator is not the bottleneck on its own core):
   minute, whatever the answers do; each reports its 3 interfaces and the 24 runs it
   holds, as an agent does. Latency is from send to answer; the generator's lateness
   against the schedule is reported too (if it lags, the figures are the generator's);
-- 20 dashboard readers: each loads a page (the fleet page and the campaigns page in
-  turn, the state database's pages), then waits 10 s;
+- 20 dashboard readers: each loads a page (in turn the fleet page, the campaigns page,
+  a later page of the fleet's nodes and a search by node id: the state database's
+  pages), then waits 10 s;
 - 100 bundle uploads a minute, open loop: a ~1 MB bundle (the size of a 10 s TAT
   run's) declared, then sent in 1 MiB chunks as the agent does; archived on arrival;
 - the baseline, same run: ``GET /healthz`` (no database) 5 times a second.
@@ -26,6 +27,13 @@ no ingest (no time-series store, so the store's pages are not in the mix).
 
     .venv/bin/python bench/load.py                 # 1k, 3k, 10k nodes, 90 s each
     .venv/bin/python bench/load.py --nodes 1000 --seconds 30 --workers 2
+    .venv/bin/python bench/load.py --nodes 10000 --save rows.jsonl   # one size, kept
+    .venv/bin/python bench/load.py --table rows.jsonl   # the table of the kept sizes
+
+Each size prints its figures to stderr as soon as it is measured (with how long the
+seeding took, outside the measured window, and ``uptime`` before and after); ``--save``
+appends them to a file, so that sizes measured one at a time (one per hold of a shared
+machine) make one table.
 """
 
 from __future__ import annotations
@@ -62,7 +70,10 @@ READER_PAUSE_S = 10.0
 HEALTHZ_PER_S = 5.0
 BUNDLE_PAYLOAD = 1_000_000
 CHUNK = 1024 * 1024
-PAGES = ("/pages/fleet", "/pages/campaigns")
+#: What the readers load in turn: the fleet page's first page (the summary and the nodes
+#: needing a look), the campaigns page, a later page of nodes, and a search by node id.
+PAGES = ("/pages/fleet", "/pages/campaigns", "/pages/fleet?page=7",
+         "/pages/fleet?node=n01")
 
 
 def node_id(i: int) -> str:
@@ -151,7 +162,11 @@ def seed(url: str, n: int, uploads: int) -> float:
             with conn.cursor() as cur:
                 for statement in sql.split(";\n"):
                     if statement.strip():
+                        t1 = time.monotonic()
                         cur.execute(statement, params)
+                        what = " ".join(statement.split()[:3])
+                        sys.stderr.write(f"  seed {n}: {what}: "
+                                         f"{time.monotonic() - t1:.1f} s\n")
         conn.execute("SELECT setval(pg_get_serial_sequence('users', 'id'), 1)")
         conn.execute("SELECT setval(pg_get_serial_sequence('projects', 'id'), 1)")
     return time.monotonic() - t0
@@ -233,20 +248,24 @@ async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[s
     return {"lat": beats.lat, "late": late, "errors": beats.errors, "n": len(beats.lat)}
 
 
-async def _readers(c: httpx.AsyncClient, end: float) -> tuple[list[float], int]:
+async def _readers(c: httpx.AsyncClient, end: float
+                   ) -> tuple[list[float], int, dict[str, list[float]]]:
     pages = Tally()
+    by_path: dict[str, list[float]] = {p: [] for p in PAGES}
 
     async def reader(r: int) -> None:
         await asyncio.sleep(READER_PAUSE_S * r / READERS)  # spread, as people arrive
         k = r
         while time.monotonic() < end:
-            await pages.time(_ok(request(c, "GET", PAGES[k % len(PAGES)],
+            path = PAGES[k % len(PAGES)]
+            await pages.time(_ok(request(c, "GET", path,
                                          headers={"Authorization": f"Bearer {ADMIN}"})))
+            by_path[path].append(pages.lat[-1])
             k += 1
             await asyncio.sleep(READER_PAUSE_S)
 
     await asyncio.gather(*(reader(r) for r in range(READERS)))
-    return pages.lat, pages.errors
+    return pages.lat, pages.errors, by_path
 
 
 def bundles(tmp: Path, count: int) -> list[bytes]:
@@ -310,9 +329,10 @@ async def _others(base: str, seconds: float, start: float, tmp: Path) -> dict[st
     end = start + seconds
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c:
-        (pages, page_errors), (up, up_errors, up_bytes), health = await asyncio.gather(
-            _readers(c, end), _uploads(c, data, start), _healthz(c, start, end))
-    return {"pages": pages, "page_errors": page_errors, "uploads": up,
+        (pages, page_errors, by_path), (up, up_errors, up_bytes), health = (
+            await asyncio.gather(_readers(c, end), _uploads(c, data, start),
+                                 _healthz(c, start, end)))
+    return {"pages": pages, "page_errors": page_errors, "by_path": by_path, "uploads": up,
             "upload_errors": up_errors, "upload_bytes": up_bytes, "healthz": health}
 
 
@@ -370,7 +390,9 @@ def one(n: int) -> dict[str, Any]:
         upgrade(url)
         seeded = seed(url, n, uploads)
         proc, base = _serve(url, tmp, args.workers)
+        sys.stderr.write(f"# {n} nodes: seeded in {seeded:.1f} s\n")
         try:
+            uptime_before = _uptime()
             load_before = os.getloadavg()[0]
             start = time.monotonic() + 5.0
             out: Any = mp.get_context("fork").Queue()
@@ -383,6 +405,7 @@ def one(n: int) -> dict[str, Any]:
             for g in gens:
                 g.join()
             load_after = os.getloadavg()[0]
+            uptime_after = _uptime()
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
@@ -393,7 +416,7 @@ def one(n: int) -> dict[str, Any]:
     hb, other = got["heartbeats"], got["others"]
     seconds = args.seconds
     hz = other["healthz"]
-    return {
+    row = {
         "nodes": n, "workers": args.workers, "seconds": seconds, "seed_s": seeded,
         "hb_per_s": hb["n"] / seconds, "hb_p50": _pct(hb["lat"], 0.5),
         "hb_p99": _pct(hb["lat"], 0.99), "hb_max": _pct(hb["lat"], 1.0),
@@ -405,40 +428,84 @@ def one(n: int) -> dict[str, Any]:
         "upload_mb_per_s": other["upload_bytes"] / seconds / 1e6,
         "upload_p99": _pct(other["uploads"], 0.99), "upload_errors": other["upload_errors"],
         "load_before": load_before, "load_after": load_after,
+        "uptime_before": uptime_before, "uptime_after": uptime_after,
+        "pages_p99_by_path": {p: _pct(lat, 0.99) for p, lat in other["by_path"].items()},
+        "pages_n_by_path": {p: len(lat) for p, lat in other["by_path"].items()},
+        "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
+    sys.stderr.write(f"# {n} nodes measured:\n{HEADER}\n{table_row(row)}\n"
+                     f"#   uptime before: {uptime_before}\n#   uptime after:  {uptime_after}\n"
+                     f"#   pages p99 by path (n): " + ", ".join(
+                         f"{p} {row['pages_p99_by_path'][p]:.0f} ms "
+                         f"({row['pages_n_by_path'][p]})" for p in PAGES) + "\n")
+    if args.save:
+        with open(args.save, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    return row
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def _arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seconds", type=float, default=90.0, help="measured time per size")
     ap.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+    ap.add_argument("--save", help="append each size's figures (JSON) to this file")
+    ap.add_argument("--table", help="only print the table of the figures kept in this file")
+
+
+HEADER = (
+    "| nodes | seeded s | heartbeats/s | heartbeat p50 ms | heartbeat p99 ms | "
+    "/healthz p50 ms | /healthz p99 ms | p99 ratio heartbeat / healthz | pages p99 ms (n) | "
+    "uploads/s (MB/s) | upload p99 ms | generator late p99 ms | errors hb/pages/uploads | "
+    "load 1-min before, after |\n"
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+    ":---: | ---: |")
+
+
+def table_row(r: dict[str, Any]) -> str:
+    return (f"| {r['nodes']} | {r['seed_s']:.1f} | {r['hb_per_s']:.1f} | {r['hb_p50']:.1f} | "
+            f"{r['hb_p99']:.1f} | {r['healthz_p50']:.1f} | {r['healthz_p99']:.1f} | "
+            f"{r['hb_p99'] / r['healthz_p99']:.2f} | {r['pages_p99']:.0f} ({r['pages']}) | "
+            f"{r['uploads_per_s']:.2f} ({r['upload_mb_per_s']:.2f}) | "
+            f"{r['upload_p99']:.0f} | {r['late_p99']:.1f} | "
+            f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | "
+            f"{r['load_before']:.2f}, {r['load_after']:.2f} |")
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"# load bench, {os.cpu_count()} cores, {rows[0]['workers']} uvicorn workers, "
+          f"{rows[0]['seconds']:.0f} s per size")
+    print(HEADER)
+    for r in sorted(rows, key=lambda r: r["nodes"]):
+        print(table_row(r))
+    first, last = min(rows, key=lambda r: r["nodes"]), max(rows, key=lambda r: r["nodes"])
+    if first is not last:
+        print(f"\nheartbeat p99 at {last['nodes']} / at {first['nodes']} nodes: "
+              f"{last['hb_p99'] / first['hb_p99']:.2f}; p50: "
+              f"{last['hb_p50'] / first['hb_p50']:.2f}")
+    for r in sorted(rows, key=lambda r: r["nodes"]):
+        print(f"\n{r['nodes']} nodes, measured {r.get('at', '?')}:\n"
+              f"  uptime before: {r.get('uptime_before', '?')}\n"
+              f"  uptime after:  {r.get('uptime_after', '?')}\n  pages p99 by path (n): "
+              + ", ".join(f"{p} {ms:.0f} ms ({r['pages_n_by_path'][p]})"
+                          for p, ms in r.get("pages_p99_by_path", {}).items()))
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    _arguments(ap)
+    early, _ = ap.parse_known_args()
+    if early.table:
+        with open(early.table) as f:
+            print_table([json.loads(line) for line in f if line.strip()])
+        return
     measured = per_size(__doc__ or "", __file__, one, add_arguments=_arguments)
     if measured is None:
         return
-    rows, args = measured
-    print(f"# load bench, {os.cpu_count()} cores, {args.workers} uvicorn workers, "
-          f"{args.seconds:.0f} s per size; `uptime` at the end: "
-          + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print("| nodes | heartbeats/s | heartbeat p50 ms | heartbeat p99 ms | /healthz p50 ms | "
-          "/healthz p99 ms | p99 ratio heartbeat / healthz | pages p99 ms (n) | uploads/s "
-          "(MB/s) | upload p99 ms | generator late p99 ms | errors hb/pages/uploads | "
-          "load 1-min before, after |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: "
-          "| ---: |")
-    for r in rows:
-        print(f"| {r['nodes']} | {r['hb_per_s']:.1f} | {r['hb_p50']:.1f} | {r['hb_p99']:.1f} "
-              f"| {r['healthz_p50']:.1f} | {r['healthz_p99']:.1f} | "
-              f"{r['hb_p99'] / r['healthz_p99']:.2f} | {r['pages_p99']:.0f} ({r['pages']}) | "
-              f"{r['uploads_per_s']:.2f} ({r['upload_mb_per_s']:.2f}) | "
-              f"{r['upload_p99']:.0f} | {r['late_p99']:.1f} | "
-              f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | "
-              f"{r['load_before']:.2f}, {r['load_after']:.2f} |")
-    first, last = rows[0], rows[-1]
-    print(f"\nheartbeat p99 at {last['nodes']} / at {first['nodes']} nodes: "
-          f"{last['hb_p99'] / first['hb_p99']:.2f}; p50: "
-          f"{last['hb_p50'] / first['hb_p50']:.2f}")
+    rows, _args = measured
+    print_table(rows)
     print("raw figures: " + json.dumps(rows))
 
 

@@ -72,20 +72,18 @@ def fleet_view(ctx: Context, query: FleetQuery) -> FleetView:
                 select(Node.id, Node.last_heartbeat_at, Node.maintenance)))}
         selection = select_nodes(health, sims.of_node, query)
         shown = list(selection.shown)
-        rows = {n.id: n for n in s.scalars(
+        found = {n.id: n for n in s.scalars(
             select(Node).options(selectinload(Node.interfaces)).where(Node.id.in_(shown)))}
-        nodes = [node_public(rows[nid], now, ctx.settings.health)
-                 for nid in shown if nid in rows]
+        rows = [found[nid] for nid in shown if nid in found]
+        nodes = [node_public(n, now, ctx.settings.health) for n in rows]
         unreachable = {nid: int(n) for nid, n in s.execute(
             select(Run.node_id, func.count())
             .where(Run.state == RunState.UNREACHABLE, Run.node_id.in_(shown))
             .group_by(Run.node_id))}
-    # The shown nodes' SIMs summed now (a hundred nodes' runs), so a cap just set or a
-    # node just added shows at once; only the counts above may be SIM_FIGURES_S old.
-    order = {nid: i for i, nid in enumerate(shown)}
-    node_sims = sorted((q for q in sim_statuses(ctx, shown)
-                        if query.sims is None or query.sims in classes_of(q)),
-                       key=lambda q: order.get(q.node, len(order)))
+        # The shown nodes' SIMs summed now (a hundred nodes' runs), so a cap just set or
+        # a node just added shows at once; only the counts above may be SIM_FIGURES_S old.
+        node_sims = [q for q in sim_statuses(ctx, s, rows)
+                     if query.sims is None or query.sims in classes_of(q)]
     return FleetView(
         query=query, health=health_counts(health.values()), sims=sims,
         selection=selection, nodes=nodes,

@@ -289,14 +289,12 @@ def list_quotas(ctx: Context) -> QuotasPublic:
         return QuotasPublic(sims=_statuses(ctx, s, nodes, state), projects=projects)
 
 
-def sim_statuses(ctx: Context, node_ids: Sequence[str]) -> list[SimQuotaPublic]:
-    """The SIMs of these nodes only, as :func:`list_quotas` shows them: their runs
-    alone are summed (a page of a hundred nodes, not the fleet's runs table)."""
-    with ctx.db.session() as s:
-        nodes = s.scalars(select(Node).options(selectinload(Node.interfaces))
-                          .where(Node.id.in_(list(node_ids))).order_by(Node.id)).all()
-        state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True)
-        return _statuses(ctx, s, nodes, state)
+def sim_statuses(ctx: Context, s: Session, nodes: Sequence[Node]) -> list[SimQuotaPublic]:
+    """The SIMs of these nodes only (loaded with their interfaces), as
+    :func:`list_quotas` shows them: their runs alone are summed (a page of a hundred
+    nodes, not the fleet's runs table)."""
+    state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True)
+    return _statuses(ctx, s, nodes, state)
 
 
 def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:
