@@ -4,8 +4,9 @@ At 10,000 nodes a table of every node and every SIM is 40,000 rows: the fleet pa
 (:mod:`orchestrator.pages.fleet`) opens with the whole fleet counted (nodes by health,
 SIMs near, at or over their cap) and shows one page of nodes at a time, those needing a
 look first, narrowed by filters that the counts link to. These are its decisions, on
-plain values: the query's parameters checked, a SIM's classes, the nodes a query
-matches in order and the page of them shown.
+plain values: the query's parameters checked, a SIM's classes, the counts and the
+pages. The order, health first, is :data:`HEALTH_ORDER`, which the database applies
+(``orchestrator.store.health``, node health as SQL) to 10,000 nodes at once.
 """
 
 from __future__ import annotations
@@ -105,36 +106,18 @@ def sim_classes(*, capped: bool, limit: int | None, used: int, overrun: int) -> 
 
 @dataclass(frozen=True)
 class FleetSelection:
-    """The nodes a query matches, needing a look first, and the page of them shown."""
+    """How many nodes a query matches, the page of them shown (needing a look first,
+    then by id), and how many pages there are."""
 
     matched: int
     shown: tuple[str, ...]
     pages: int
 
 
-def select_nodes(health: Mapping[str, str], sims_of: Mapping[str, frozenset[str]],
-                 query: FleetQuery, *, page_size: int = PAGE_SIZE) -> FleetSelection:
-    """Of every node (its id to its health), those ``query`` matches, in health order
-    (:data:`HEALTH_ORDER`) then by id, and the page of them it asks for. ``sims_of``:
-    each node's SIMs' classes together (:func:`sim_classes`)."""
-    order = {h: i for i, h in enumerate(HEALTH_ORDER)}
-    needle = (query.node or "").lower()
-    matched = sorted(
-        (nid for nid, h in health.items()
-         if (query.health is None or h == query.health)
-         and needle in nid.lower()
-         and (query.sims is None or query.sims in sims_of.get(nid, frozenset()))),
-        key=lambda nid: (order.get(health[nid], len(order)), nid))
-    pages = max(1, -(-len(matched) // page_size))
-    first = (query.page - 1) * page_size
-    return FleetSelection(len(matched), tuple(matched[first:first + page_size]), pages)
-
-
-def health_counts(health: Iterable[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for h in health:
-        counts[h] = counts.get(h, 0) + 1
-    return counts
+def page_of(matched: int, page: int, *, page_size: int = PAGE_SIZE) -> tuple[int, int]:
+    """Where the asked-for page starts among the matched nodes, and how many pages
+    there are (one at least: an empty fleet has an empty first page)."""
+    return (page - 1) * page_size, max(1, -(-matched // page_size))
 
 
 @dataclass(frozen=True)

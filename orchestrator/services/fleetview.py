@@ -1,6 +1,6 @@
-"""The fleet page's reads, sized for 10,000 nodes: the whole fleet counted from three
-columns of each node and from the SIM figures (cached), and only the shown page's nodes
-read in full.
+"""The fleet page's reads, sized for 10,000 nodes: the whole fleet counted and paged by
+the database (node health as SQL) and from the SIM figures (cached), and only the shown
+page's nodes read in full.
 
 The SIM figures (:func:`orchestrator.services.quotas.sim_figures`: the caps and the
 runs table summed per SIM for the current periods) cost about half a second at 10,000
@@ -21,18 +21,20 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
 
 from orchestrator.model.fleet import (
+    HEALTH_ORDER,
+    PAGE_SIZE,
     FleetQuery,
     FleetSelection,
     SimSummary,
-    health_counts,
-    select_nodes,
+    page_of,
     sim_classes,
     summarise_sims,
 )
 from orchestrator.schemas import NodePublic, SimQuotaPublic
 from orchestrator.services.context import Context
 from orchestrator.services.quotas import sim_figures, sim_statuses
-from orchestrator.services.views import NodeHealthRow, health_of, node_public
+from orchestrator.services.views import node_public
+from orchestrator.store.health import health_rank_sql
 from orchestrator.store.tables import Node, Run
 from testbed_common.states import RunState
 
@@ -65,16 +67,31 @@ def _sim_summary(ctx: Context) -> SimSummary:
 
 def fleet_view(ctx: Context, query: FleetQuery) -> FleetView:
     """The summary from the whole fleet (SIM figures as cached), the shown page's nodes
-    and SIMs read now."""
+    and SIMs read now. Health is judged, counted, ordered and paged by the database
+    (10,000 nodes), the node filter matched there too; a ``sims`` filter takes the
+    matching ids and keeps those with such a SIM."""
     now = ctx.clock.now()
     sims = ctx.fleet_sims.get(lambda: _sim_summary(ctx))
+    rank = health_rank_sql(now, ctx.settings.health)
+    where = []
+    if query.health is not None:
+        where.append(rank == HEALTH_ORDER.index(query.health))
+    if query.node:
+        where.append(func.lower(Node.id).contains(query.node.lower(), autoescape=True))
+    ranked = select(Node.id).where(*where).order_by(rank, Node.id)
     with ctx.db.session() as s:
-        # Health from three columns of each node, not 10,000 nodes with their interfaces
-        health = {r.id: str(health_of(r, now, ctx.settings.health)) for r in (
-            NodeHealthRow(*row) for row in s.execute(
-                select(Node.id, Node.last_heartbeat_at, Node.maintenance)))}
-        selection = select_nodes(health, sims.of_node, query)
-        shown = list(selection.shown)
+        counts = {HEALTH_ORDER[r]: int(n) for r, n in s.execute(
+            select(rank, func.count()).group_by(rank))}
+        if query.sims is None:
+            matched = s.scalar(select(func.count()).select_from(Node).where(*where)) or 0
+            first, pages = page_of(matched, query.page)
+            shown = list(s.scalars(ranked.offset(first).limit(PAGE_SIZE)))
+        else:
+            ids = [nid for nid in s.scalars(ranked)
+                   if query.sims in sims.of_node.get(nid, frozenset())]
+            matched = len(ids)
+            first, pages = page_of(matched, query.page)
+            shown = ids[first:first + PAGE_SIZE]
         found = {n.id: n for n in s.scalars(
             select(Node).options(selectinload(Node.interfaces)).where(Node.id.in_(shown)))}
         rows = [found[nid] for nid in shown if nid in found]
@@ -88,6 +105,6 @@ def fleet_view(ctx: Context, query: FleetQuery) -> FleetView:
         node_sims = [q for q in sim_statuses(ctx, s, rows)
                      if query.sims is None or query.sims in classes_of(q)]
     return FleetView(
-        query=query, health=health_counts(health.values()), sims=sims,
-        selection=selection, nodes=nodes,
+        query=query, health=counts, sims=sims,
+        selection=FleetSelection(matched, tuple(shown), pages), nodes=nodes,
         node_sims=node_sims, unreachable=unreachable)

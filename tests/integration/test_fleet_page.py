@@ -7,12 +7,17 @@ and SIM was 40,000 rows: bench/load-RESULTS.md.)"""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
-from orchestrator.model.fleet import PAGE_SIZE
+from orchestrator.model.fleet import HEALTH_ORDER, PAGE_SIZE
+from orchestrator.model.health import node_health
 from orchestrator.services.quotas import list_quotas, sim_figures
-from orchestrator.store.tables import Run
+from orchestrator.settings import HealthSettings
+from orchestrator.store.db import Database, make_engine
+from orchestrator.store.health import health_rank_sql
+from orchestrator.store.tables import Node, Run
 from tests.integration.conftest import Api
 from tests.pagetables import table_rows
 
@@ -166,3 +171,38 @@ def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
     listed = _listed(api)
     assert listed[("se-01", "op1")] == (False, None, 0, 0)
     assert _counted(api) == listed
+
+
+def test_health_judged_by_the_database_is_node_health(database_url: str) -> None:
+    """store.health's SQL against model.health's rule, on both engines, at each
+    boundary: a second either side of stale and offline, never heard, maintenance."""
+    settings = HealthSettings()
+    now = datetime(2026, 11, 27, 4, tzinfo=UTC)
+    beat = settings.heartbeat_interval_s
+    silences = {"fresh": 0.0}
+    for name, beats in (("stale", settings.stale_after_beats),
+                        ("offline", settings.offline_after_beats)):
+        for d, side in ((-1e-3, "before"), (0.0, "at"), (1e-3, "after")):
+            silences[f"{name}-{side}"] = beats * beat + d
+    db = Database(make_engine(database_url))
+    with db.session() as s:
+        for name, silent in silences.items():
+            s.add(Node(id=name, token_hash=name, country="SE", created_at=now,
+                       last_heartbeat_at=now - timedelta(seconds=silent)))
+        s.add(Node(id="never", token_hash="never", country="SE", created_at=now))
+        s.add(Node(id="away", token_hash="away", country="SE", created_at=now,
+                   maintenance=True, last_heartbeat_at=now - timedelta(days=9)))
+    with db.reading() as s:
+        judged = {nid: HEALTH_ORDER[r] for nid, r in s.execute(
+            select(Node.id, health_rank_sql(now, settings)))}
+        nodes = s.scalars(select(Node)).all()
+        rule = {n.id: node_health(now=now, last_heartbeat=n.last_heartbeat_at,
+                                  maintenance=n.maintenance, interval_s=beat,
+                                  stale_after_beats=settings.stale_after_beats,
+                                  offline_after_beats=settings.offline_after_beats).value
+                for n in nodes}
+    db.engine.dispose()
+    assert judged == rule
+    assert {judged["stale-before"], judged["stale-at"], judged["offline-before"],
+            judged["offline-at"], judged["never"], judged["away"]} == {
+        "online", "stale", "offline", "new", "maintenance"}

@@ -1,6 +1,7 @@
-"""The fleet page's decisions (orchestrator.model.fleet): which SIMs need a look, which
-nodes a query matches and in what order, the page of them shown, and the query's
-parameters checked with a message that says what each takes."""
+"""The fleet page's decisions (orchestrator.model.fleet): which SIMs need a look, the
+SIMs counted, the pages, and the query's parameters checked with a message that says
+what each takes. (The nodes' order and paging through the database:
+tests/integration/test_fleet_page.py.)"""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from orchestrator.model.fleet import (
     BadFleetFilter,
     FleetQuery,
+    page_of,
     parse_query,
-    select_nodes,
     sim_classes,
     summarise_sims,
 )
@@ -38,25 +39,11 @@ def test_a_sim_without_a_cap_is_said_so_and_a_cap_of_zero_is_no_share() -> None:
     assert sim_classes(capped=True, limit=0, used=0, overrun=0) == set()
 
 
-def test_nodes_needing_a_look_come_first_then_by_id_a_page_at_a_time() -> None:
-    health = {"b": "online", "a": "online", "z": "offline", "m": "maintenance",
-              "s": "stale", "n": "new"}
-    everything = select_nodes(health, {}, FleetQuery())
-    assert everything.shown == ("z", "s", "n", "m", "a", "b")
-    assert (everything.matched, everything.pages) == (6, 1)
-    second = select_nodes(health, {}, FleetQuery(page=2), page_size=4)
-    assert (second.shown, second.matched, second.pages) == (("a", "b"), 6, 2)
-    beyond = select_nodes(health, {}, FleetQuery(page=3), page_size=4)
-    assert (beyond.shown, beyond.matched) == ((), 6)
-
-
-def test_filters_narrow_by_health_part_of_the_id_and_a_sims_class() -> None:
-    health = {"se-01": "online", "se-02": "offline", "no-01": "online"}
-    sims = {"se-01": frozenset({"near-cap"}), "no-01": frozenset({"at-cap", "overrun"})}
-    assert select_nodes(health, sims, FleetQuery(health="online")).shown == ("no-01", "se-01")
-    assert select_nodes(health, sims, FleetQuery(node="SE-")).shown == ("se-02", "se-01")
-    assert select_nodes(health, sims, FleetQuery(sims="overrun")).shown == ("no-01",)
-    assert select_nodes(health, sims, FleetQuery(node="se", sims="at-cap")).shown == ()
+def test_pages_start_where_the_page_asks_and_an_empty_fleet_has_one_page() -> None:
+    assert page_of(0, 1) == (0, 1)
+    assert page_of(100, 1, page_size=100) == (0, 1)
+    assert page_of(101, 2, page_size=100) == (100, 2)
+    assert page_of(250, 5, page_size=100) == (400, 3)  # beyond the last: shows none
 
 
 def test_the_sims_are_counted_by_class_and_each_nodes_classes_joined() -> None:
