@@ -56,7 +56,7 @@ def _seed(ctx: Context) -> int:
                 SILENT_FOR, HELD, DEADLINES.items(), (True, False)):
             deadline = now + ahead
             s.add(Run(
-                id=f"{health}-{state.value}-{when.replace(' ', '-')}-{'due' if due else 'later'}",
+                id=f"{health[:4]}-{state.value[:5]}-{when[:5]}-{'due' if due else 'later'}",
                 project_id=project, created_by=user, node_id=health, interface="op0",
                 experiment="tat", experiment_version=1, image="testbed/tat:dev",
                 parameters={}, forecast_bytes=1,
