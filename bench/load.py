@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
@@ -175,13 +176,46 @@ def seed(url: str, n: int, uploads: int) -> float:
 # --- the load ----------------------------------------------------------------------------
 
 
-async def request(c: httpx.AsyncClient, method: str, url: str, **kw: Any) -> httpx.Response:
+class Answer:
+    """An answer's status and body, read whole (the connection goes back to the pool)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code = status
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+#: The load's HTTP client is aiohttp's: httpx's pool costs CPU that grows with the
+#: requests in flight (about 12 ms of the generator's CPU per heartbeat at 50 a second
+#: with a few hundred connections), so at 3,000 nodes the generator saturated its core,
+#: fell behind its schedule and measured its own queue (p50 of seconds while the
+#: orchestrator's workers idled at 15 % CPU).
+Client = aiohttp.ClientSession
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
+
+
+def client(base: str, *, connections: int, timeout_s: float) -> Client:
+    return aiohttp.ClientSession(
+        base_url=base, connector=aiohttp.TCPConnector(limit=connections),
+        timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
+async def request(c: Client, method: str, url: str, *, json_body: Any = None,
+                  data: bytes | None = None, headers: dict[str, str] | None = None
+                  ) -> Answer:
     """One request; sent again once if the server had just closed the idle keep-alive
     connection it went out on (uvicorn closes them after 5 s, as an agent finds too)."""
-    try:
-        return await c.request(method, url, **kw)
-    except httpx.RemoteProtocolError:
-        return await c.request(method, url, **kw)
+    for attempt in (0, 1):
+        try:
+            async with c.request(method, url, json=json_body, data=data,
+                                 headers=headers) as r:
+                return Answer(r.status, await r.read())
+        except aiohttp.ServerDisconnectedError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
 
 def heartbeat_body(i: int) -> dict[str, Any]:
@@ -208,14 +242,14 @@ class Tally:
         t0 = time.monotonic()
         try:
             ok = await attempt
-        except httpx.HTTPError:
+        except TRANSPORT_ERRORS:
             ok = False
         self.lat.append(time.monotonic() - t0)
         self.errors += not ok
         return ok
 
 
-async def _ok(answer: Awaitable[httpx.Response]) -> bool:
+async def _ok(answer: Awaitable[Answer]) -> bool:
     return (await answer).status_code == 200
 
 
@@ -229,14 +263,13 @@ def _pct(lat: list[float], q: float) -> float:
 async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[str, Any]:
     beats = Tally()
     late: list[float] = []
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as c:
+    async with client(base, connections=400, timeout_s=60) as c:
         async def beat(i: int, due: float) -> None:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             body = heartbeat_body(i)
             late.append(time.monotonic() - due)
             await beats.time(_ok(request(
-                c, "POST", "/api/v1/agent/heartbeat", json=body,
+                c, "POST", "/api/v1/agent/heartbeat", json_body=body,
                 headers={"Authorization": f"Bearer {node_token(i)}"})))
 
         tasks = []
@@ -248,7 +281,7 @@ async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[s
     return {"lat": beats.lat, "late": late, "errors": beats.errors, "n": len(beats.lat)}
 
 
-async def _readers(c: httpx.AsyncClient, end: float
+async def _readers(c: Client, end: float
                    ) -> tuple[list[float], int, dict[str, list[float]]]:
     pages = Tally()
     by_path: dict[str, list[float]] = {p: [] for p in PAGES}
@@ -281,7 +314,7 @@ def bundles(tmp: Path, count: int) -> list[bytes]:
     return out
 
 
-async def _uploads(c: httpx.AsyncClient, data: list[bytes], start: float
+async def _uploads(c: Client, data: list[bytes], start: float
                    ) -> tuple[list[float], int, int]:
     uploads = Tally()
     sent = 0
@@ -299,20 +332,20 @@ async def _uploads(c: httpx.AsyncClient, data: list[bytes], start: float
     return uploads.lat, uploads.errors, sent
 
 
-async def _send(c: httpx.AsyncClient, url: str, auth: dict[str, str], blob: bytes) -> bool:
+async def _send(c: Client, url: str, auth: dict[str, str], blob: bytes) -> bool:
     """Declare the bundle, then send it in chunks from the offset the server holds."""
-    r = await request(c, "POST", url, headers=auth, json={
+    r = await request(c, "POST", url, headers=auth, json_body={
         "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()})
     offset = r.json().get("offset", 0) if r.status_code == 200 else len(blob)
     while offset < len(blob) and r.status_code == 200:
-        r = await request(c, "PATCH", url, content=blob[offset:offset + CHUNK], headers={
+        r = await request(c, "PATCH", url, data=blob[offset:offset + CHUNK], headers={
             **auth, "Upload-Offset": str(offset),
             "Content-Type": "application/offset+octet-stream"})
         offset = r.json().get("offset", len(blob)) if r.status_code == 200 else offset
     return r.status_code == 200 and r.json().get("complete") is True
 
 
-async def _healthz(c: httpx.AsyncClient, start: float, end: float) -> list[float]:
+async def _healthz(c: Client, start: float, end: float) -> list[float]:
     probes = Tally()  # a failed probe is counted by the time it waited, as any other
 
     async def probe(due: float) -> None:
@@ -327,8 +360,7 @@ async def _healthz(c: httpx.AsyncClient, start: float, end: float) -> list[float
 async def _others(base: str, seconds: float, start: float, tmp: Path) -> dict[str, Any]:
     data = bundles(tmp, int(UPLOADS_PER_MIN * seconds / 60))
     end = start + seconds
-    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c:
+    async with client(base, connections=100, timeout_s=120) as c:
         (pages, page_errors, by_path), (up, up_errors, up_bytes), health = (
             await asyncio.gather(_readers(c, end), _uploads(c, data, start),
                                  _healthz(c, start, end)))
