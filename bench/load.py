@@ -7,15 +7,21 @@ integration tests start it), migrated, then seeded in SQL: N nodes, their 3 SIMs
 with a configured cap, 30 days of finished runs (one a day per node, rotating its
 SIMs, settled: the ledger's journal), the next 25 h of hourly runs per node (those of
 the hand-out horizon already handed out, the last one not yet), and runs waiting for
-their bundles. Then ``testbed serve --workers W`` and, in two generator processes (so
-the generator is not the bottleneck on its own core):
+their bundles. Each kind of row is one ``INSERT ... SELECT`` over ``generate_series``,
+made by the server itself: since migration 0017 the runs have no foreign keys to check
+per row, and 10,000 nodes' 550,000 runs take 8-10 s (printed per statement), outside
+the measured window; a binary COPY from Python would add the client's formatting to
+the same server work. Then ``testbed serve --workers W`` and, in two generator
+processes (so the generator is not the bottleneck on its own core; the load goes
+through aiohttp, whose cost per request does not grow with the requests in flight):
 
 - heartbeats, open loop, in real time (no compression): node i beats at i/N of each
   minute, whatever the answers do; each reports its 3 interfaces and the 24 runs it
   holds, as an agent does. Latency is from send to answer; the generator's lateness
   against the schedule is reported too (if it lags, the figures are the generator's);
-- 20 dashboard readers: each loads a page (the fleet page and the campaigns page in
-  turn, the state database's pages), then waits 10 s;
+- 20 dashboard readers: each loads a page (in turn the fleet page, the campaigns page,
+  a later page of the fleet's nodes and a search by node id: the state database's
+  pages), then waits 10 s;
 - 100 bundle uploads a minute, open loop: a ~1 MB bundle (the size of a 10 s TAT
   run's) declared, then sent in 1 MiB chunks as the agent does; archived on arrival;
 - the baseline, same run: ``GET /healthz`` (no database) 5 times a second.
@@ -26,6 +32,13 @@ no ingest (no time-series store, so the store's pages are not in the mix).
 
     .venv/bin/python bench/load.py                 # 1k, 3k, 10k nodes, 90 s each
     .venv/bin/python bench/load.py --nodes 1000 --seconds 30 --workers 2
+    .venv/bin/python bench/load.py --nodes 10000 --save rows.jsonl   # one size, kept
+    .venv/bin/python bench/load.py --table rows.jsonl   # the table of the kept sizes
+
+Each size prints its figures to stderr as soon as it is measured (with how long the
+seeding took, outside the measured window, and ``uptime`` before and after); ``--save``
+appends them to a file, so that sizes measured one at a time (one per hold of a shared
+machine) make one table.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +76,10 @@ READER_PAUSE_S = 10.0
 HEALTHZ_PER_S = 5.0
 BUNDLE_PAYLOAD = 1_000_000
 CHUNK = 1024 * 1024
-PAGES = ("/pages/fleet", "/pages/campaigns")
+#: What the readers load in turn: the fleet page's first page (the summary and the nodes
+#: needing a look), the campaigns page, a later page of nodes, and a search by node id.
+PAGES = ("/pages/fleet", "/pages/campaigns", "/pages/fleet?page=7",
+         "/pages/fleet?node=n01")
 
 
 def node_id(i: int) -> str:
@@ -151,7 +168,11 @@ def seed(url: str, n: int, uploads: int) -> float:
             with conn.cursor() as cur:
                 for statement in sql.split(";\n"):
                     if statement.strip():
+                        t1 = time.monotonic()
                         cur.execute(statement, params)
+                        what = " ".join(statement.split()[:3])
+                        sys.stderr.write(f"  seed {n}: {what}: "
+                                         f"{time.monotonic() - t1:.1f} s\n")
         conn.execute("SELECT setval(pg_get_serial_sequence('users', 'id'), 1)")
         conn.execute("SELECT setval(pg_get_serial_sequence('projects', 'id'), 1)")
     return time.monotonic() - t0
@@ -160,13 +181,46 @@ def seed(url: str, n: int, uploads: int) -> float:
 # --- the load ----------------------------------------------------------------------------
 
 
-async def request(c: httpx.AsyncClient, method: str, url: str, **kw: Any) -> httpx.Response:
+class Answer:
+    """An answer's status and body, read whole (the connection goes back to the pool)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code = status
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+#: The load's HTTP client is aiohttp's: httpx's pool costs CPU that grows with the
+#: requests in flight (about 12 ms of the generator's CPU per heartbeat at 50 a second
+#: with a few hundred connections), so at 3,000 nodes the generator saturated its core,
+#: fell behind its schedule and measured its own queue (p50 of seconds while the
+#: orchestrator's workers idled at 15 % CPU).
+Client = aiohttp.ClientSession
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
+
+
+def client(base: str, *, connections: int, timeout_s: float) -> Client:
+    return aiohttp.ClientSession(
+        base_url=base, connector=aiohttp.TCPConnector(limit=connections),
+        timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
+async def request(c: Client, method: str, url: str, *, json_body: Any = None,
+                  data: bytes | None = None, headers: dict[str, str] | None = None
+                  ) -> Answer:
     """One request; sent again once if the server had just closed the idle keep-alive
     connection it went out on (uvicorn closes them after 5 s, as an agent finds too)."""
-    try:
-        return await c.request(method, url, **kw)
-    except httpx.RemoteProtocolError:
-        return await c.request(method, url, **kw)
+    for attempt in (0, 1):
+        try:
+            async with c.request(method, url, json=json_body, data=data,
+                                 headers=headers) as r:
+                return Answer(r.status, await r.read())
+        except aiohttp.ServerDisconnectedError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
 
 def heartbeat_body(i: int) -> dict[str, Any]:
@@ -193,14 +247,14 @@ class Tally:
         t0 = time.monotonic()
         try:
             ok = await attempt
-        except httpx.HTTPError:
+        except TRANSPORT_ERRORS:
             ok = False
         self.lat.append(time.monotonic() - t0)
         self.errors += not ok
         return ok
 
 
-async def _ok(answer: Awaitable[httpx.Response]) -> bool:
+async def _ok(answer: Awaitable[Answer]) -> bool:
     return (await answer).status_code == 200
 
 
@@ -214,14 +268,13 @@ def _pct(lat: list[float], q: float) -> float:
 async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[str, Any]:
     beats = Tally()
     late: list[float] = []
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as c:
+    async with client(base, connections=400, timeout_s=60) as c:
         async def beat(i: int, due: float) -> None:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             body = heartbeat_body(i)
             late.append(time.monotonic() - due)
             await beats.time(_ok(request(
-                c, "POST", "/api/v1/agent/heartbeat", json=body,
+                c, "POST", "/api/v1/agent/heartbeat", json_body=body,
                 headers={"Authorization": f"Bearer {node_token(i)}"})))
 
         tasks = []
@@ -233,20 +286,24 @@ async def _heartbeats(base: str, n: int, seconds: float, start: float) -> dict[s
     return {"lat": beats.lat, "late": late, "errors": beats.errors, "n": len(beats.lat)}
 
 
-async def _readers(c: httpx.AsyncClient, end: float) -> tuple[list[float], int]:
+async def _readers(c: Client, end: float
+                   ) -> tuple[list[float], int, dict[str, list[float]]]:
     pages = Tally()
+    by_path: dict[str, list[float]] = {p: [] for p in PAGES}
 
     async def reader(r: int) -> None:
         await asyncio.sleep(READER_PAUSE_S * r / READERS)  # spread, as people arrive
         k = r
         while time.monotonic() < end:
-            await pages.time(_ok(request(c, "GET", PAGES[k % len(PAGES)],
+            path = PAGES[k % len(PAGES)]
+            await pages.time(_ok(request(c, "GET", path,
                                          headers={"Authorization": f"Bearer {ADMIN}"})))
+            by_path[path].append(pages.lat[-1])
             k += 1
             await asyncio.sleep(READER_PAUSE_S)
 
     await asyncio.gather(*(reader(r) for r in range(READERS)))
-    return pages.lat, pages.errors
+    return pages.lat, pages.errors, by_path
 
 
 def bundles(tmp: Path, count: int) -> list[bytes]:
@@ -262,7 +319,7 @@ def bundles(tmp: Path, count: int) -> list[bytes]:
     return out
 
 
-async def _uploads(c: httpx.AsyncClient, data: list[bytes], start: float
+async def _uploads(c: Client, data: list[bytes], start: float
                    ) -> tuple[list[float], int, int]:
     uploads = Tally()
     sent = 0
@@ -280,20 +337,20 @@ async def _uploads(c: httpx.AsyncClient, data: list[bytes], start: float
     return uploads.lat, uploads.errors, sent
 
 
-async def _send(c: httpx.AsyncClient, url: str, auth: dict[str, str], blob: bytes) -> bool:
+async def _send(c: Client, url: str, auth: dict[str, str], blob: bytes) -> bool:
     """Declare the bundle, then send it in chunks from the offset the server holds."""
-    r = await request(c, "POST", url, headers=auth, json={
+    r = await request(c, "POST", url, headers=auth, json_body={
         "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()})
     offset = r.json().get("offset", 0) if r.status_code == 200 else len(blob)
     while offset < len(blob) and r.status_code == 200:
-        r = await request(c, "PATCH", url, content=blob[offset:offset + CHUNK], headers={
+        r = await request(c, "PATCH", url, data=blob[offset:offset + CHUNK], headers={
             **auth, "Upload-Offset": str(offset),
             "Content-Type": "application/offset+octet-stream"})
         offset = r.json().get("offset", len(blob)) if r.status_code == 200 else offset
     return r.status_code == 200 and r.json().get("complete") is True
 
 
-async def _healthz(c: httpx.AsyncClient, start: float, end: float) -> list[float]:
+async def _healthz(c: Client, start: float, end: float) -> list[float]:
     probes = Tally()  # a failed probe is counted by the time it waited, as any other
 
     async def probe(due: float) -> None:
@@ -308,11 +365,11 @@ async def _healthz(c: httpx.AsyncClient, start: float, end: float) -> list[float
 async def _others(base: str, seconds: float, start: float, tmp: Path) -> dict[str, Any]:
     data = bundles(tmp, int(UPLOADS_PER_MIN * seconds / 60))
     end = start + seconds
-    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c:
-        (pages, page_errors), (up, up_errors, up_bytes), health = await asyncio.gather(
-            _readers(c, end), _uploads(c, data, start), _healthz(c, start, end))
-    return {"pages": pages, "page_errors": page_errors, "uploads": up,
+    async with client(base, connections=100, timeout_s=120) as c:
+        (pages, page_errors, by_path), (up, up_errors, up_bytes), health = (
+            await asyncio.gather(_readers(c, end), _uploads(c, data, start),
+                                 _healthz(c, start, end)))
+    return {"pages": pages, "page_errors": page_errors, "by_path": by_path, "uploads": up,
             "upload_errors": up_errors, "upload_bytes": up_bytes, "healthz": health}
 
 
@@ -370,7 +427,9 @@ def one(n: int) -> dict[str, Any]:
         upgrade(url)
         seeded = seed(url, n, uploads)
         proc, base = _serve(url, tmp, args.workers)
+        sys.stderr.write(f"# {n} nodes: seeded in {seeded:.1f} s\n")
         try:
+            uptime_before = _uptime()
             load_before = os.getloadavg()[0]
             start = time.monotonic() + 5.0
             out: Any = mp.get_context("fork").Queue()
@@ -383,6 +442,7 @@ def one(n: int) -> dict[str, Any]:
             for g in gens:
                 g.join()
             load_after = os.getloadavg()[0]
+            uptime_after = _uptime()
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
@@ -393,7 +453,7 @@ def one(n: int) -> dict[str, Any]:
     hb, other = got["heartbeats"], got["others"]
     seconds = args.seconds
     hz = other["healthz"]
-    return {
+    row = {
         "nodes": n, "workers": args.workers, "seconds": seconds, "seed_s": seeded,
         "hb_per_s": hb["n"] / seconds, "hb_p50": _pct(hb["lat"], 0.5),
         "hb_p99": _pct(hb["lat"], 0.99), "hb_max": _pct(hb["lat"], 1.0),
@@ -405,40 +465,84 @@ def one(n: int) -> dict[str, Any]:
         "upload_mb_per_s": other["upload_bytes"] / seconds / 1e6,
         "upload_p99": _pct(other["uploads"], 0.99), "upload_errors": other["upload_errors"],
         "load_before": load_before, "load_after": load_after,
+        "uptime_before": uptime_before, "uptime_after": uptime_after,
+        "pages_p99_by_path": {p: _pct(lat, 0.99) for p, lat in other["by_path"].items()},
+        "pages_n_by_path": {p: len(lat) for p, lat in other["by_path"].items()},
+        "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
+    sys.stderr.write(f"# {n} nodes measured:\n{HEADER}\n{table_row(row)}\n"
+                     f"#   uptime before: {uptime_before}\n#   uptime after:  {uptime_after}\n"
+                     f"#   pages p99 by path (n): " + ", ".join(
+                         f"{p} {row['pages_p99_by_path'][p]:.0f} ms "
+                         f"({row['pages_n_by_path'][p]})" for p in PAGES) + "\n")
+    if args.save:
+        with open(args.save, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    return row
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def _arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seconds", type=float, default=90.0, help="measured time per size")
     ap.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+    ap.add_argument("--save", help="append each size's figures (JSON) to this file")
+    ap.add_argument("--table", help="only print the table of the figures kept in this file")
+
+
+HEADER = (
+    "| nodes | seeded s | heartbeats/s | heartbeat p50 ms | heartbeat p99 ms | "
+    "/healthz p50 ms | /healthz p99 ms | p99 ratio heartbeat / healthz | pages p99 ms (n) | "
+    "uploads/s (MB/s) | upload p99 ms | generator late p99 ms | errors hb/pages/uploads | "
+    "load 1-min before, after |\n"
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+    ":---: | ---: |")
+
+
+def table_row(r: dict[str, Any]) -> str:
+    return (f"| {r['nodes']} | {r['seed_s']:.1f} | {r['hb_per_s']:.1f} | {r['hb_p50']:.1f} | "
+            f"{r['hb_p99']:.1f} | {r['healthz_p50']:.1f} | {r['healthz_p99']:.1f} | "
+            f"{r['hb_p99'] / r['healthz_p99']:.2f} | {r['pages_p99']:.0f} ({r['pages']}) | "
+            f"{r['uploads_per_s']:.2f} ({r['upload_mb_per_s']:.2f}) | "
+            f"{r['upload_p99']:.0f} | {r['late_p99']:.1f} | "
+            f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | "
+            f"{r['load_before']:.2f}, {r['load_after']:.2f} |")
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"# load bench, {os.cpu_count()} cores, {rows[0]['workers']} uvicorn workers, "
+          f"{rows[0]['seconds']:.0f} s per size")
+    print(HEADER)
+    for r in sorted(rows, key=lambda r: r["nodes"]):
+        print(table_row(r))
+    first, last = min(rows, key=lambda r: r["nodes"]), max(rows, key=lambda r: r["nodes"])
+    if first is not last:
+        print(f"\nheartbeat p99 at {last['nodes']} / at {first['nodes']} nodes: "
+              f"{last['hb_p99'] / first['hb_p99']:.2f}; p50: "
+              f"{last['hb_p50'] / first['hb_p50']:.2f}")
+    for r in sorted(rows, key=lambda r: r["nodes"]):
+        print(f"\n{r['nodes']} nodes, measured {r.get('at', '?')}:\n"
+              f"  uptime before: {r.get('uptime_before', '?')}\n"
+              f"  uptime after:  {r.get('uptime_after', '?')}\n  pages p99 by path (n): "
+              + ", ".join(f"{p} {ms:.0f} ms ({r['pages_n_by_path'][p]})"
+                          for p, ms in r.get("pages_p99_by_path", {}).items()))
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    _arguments(ap)
+    early, _ = ap.parse_known_args()
+    if early.table:
+        with open(early.table) as f:
+            print_table([json.loads(line) for line in f if line.strip()])
+        return
     measured = per_size(__doc__ or "", __file__, one, add_arguments=_arguments)
     if measured is None:
         return
-    rows, args = measured
-    print(f"# load bench, {os.cpu_count()} cores, {args.workers} uvicorn workers, "
-          f"{args.seconds:.0f} s per size; `uptime` at the end: "
-          + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print("| nodes | heartbeats/s | heartbeat p50 ms | heartbeat p99 ms | /healthz p50 ms | "
-          "/healthz p99 ms | p99 ratio heartbeat / healthz | pages p99 ms (n) | uploads/s "
-          "(MB/s) | upload p99 ms | generator late p99 ms | errors hb/pages/uploads | "
-          "load 1-min before, after |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: "
-          "| ---: |")
-    for r in rows:
-        print(f"| {r['nodes']} | {r['hb_per_s']:.1f} | {r['hb_p50']:.1f} | {r['hb_p99']:.1f} "
-              f"| {r['healthz_p50']:.1f} | {r['healthz_p99']:.1f} | "
-              f"{r['hb_p99'] / r['healthz_p99']:.2f} | {r['pages_p99']:.0f} ({r['pages']}) | "
-              f"{r['uploads_per_s']:.2f} ({r['upload_mb_per_s']:.2f}) | "
-              f"{r['upload_p99']:.0f} | {r['late_p99']:.1f} | "
-              f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | "
-              f"{r['load_before']:.2f}, {r['load_after']:.2f} |")
-    first, last = rows[0], rows[-1]
-    print(f"\nheartbeat p99 at {last['nodes']} / at {first['nodes']} nodes: "
-          f"{last['hb_p99'] / first['hb_p99']:.2f}; p50: "
-          f"{last['hb_p50'] / first['hb_p50']:.2f}")
+    rows, _args = measured
+    print_table(rows)
     print("raw figures: " + json.dumps(rows))
 
 

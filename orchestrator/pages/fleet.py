@@ -1,20 +1,23 @@
-"""The fleet page: every node's health and every SIM's data plan at a glance, for the
+"""The fleet page: the fleet's health and its SIMs' data plans at a glance, for the
 operator who keeps the probes measuring. From the state database (nodes, heartbeats,
-the quota ledger), so it works without a time-series store. Pure: the API's own
-views in, a :class:`~.views.Page` out."""
+the quota ledger), so it works without a time-series store. Pure: the fleet's view
+(:class:`~orchestrator.services.fleetview.FleetView`) in, a :class:`~.views.Page` out.
+
+At 10,000 nodes a table of every node and every SIM is 40,000 rows (several MB, seconds
+to build for each reader): the page opens with a summary of the whole fleet (nodes by
+health, SIMs near, at or over their cap), then shows one page of nodes at a time, those
+needing a look first, narrowed by filters (``?health=``, ``?node=``, ``?sims=``) that
+the summary links to (:mod:`orchestrator.model.fleet` decides which)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from orchestrator.model.durations import spoken
-from orchestrator.pages.views import Page, Section, Table
-from orchestrator.schemas import NodePublic, SimQuotaPublic
-
-#: Health in this order: what needs a look comes first ("new": provisioned, its agent
-#: never registered).
-HEALTH_ORDER = ("offline", "stale", "new", "maintenance", "online")
+from orchestrator.model.fleet import HEALTH_ORDER, PAGE_SIZE, SIM_CLASSES, FleetQuery
+from orchestrator.pages.views import Link, Page, Section, Table
+from orchestrator.schemas import NodePublic
+from orchestrator.services.fleetview import FleetView
 
 
 def _bytes(n: int | None) -> str:
@@ -56,18 +59,50 @@ def unavailable_cell(n: NodePublic) -> str:
                      for what, why in sorted(n.metadata_unavailable.items())) or "-"
 
 
-def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
-               now: datetime, unreachable: Mapping[str, int] | None = None) -> Page:
-    """``unreachable``: per node, its runs out of contact (still awaiting bundles)."""
-    held = unreachable or {}
-    order = {h: i for i, h in enumerate(HEALTH_ORDER)}
-    ranked = sorted(nodes, key=lambda n: (order.get(str(n.health), len(order)), n.id))
-    counts: dict[str, int] = {}
-    for n in nodes:
-        counts[str(n.health)] = counts.get(str(n.health), 0) + 1
-    summary = ", ".join(f"{counts[h]} {h}" for h in HEALTH_ORDER if h in counts)
+def _summary(v: FleetView, now: datetime) -> Section:
+    total = sum(v.health.values())
+    nodes = ", ".join(f"{v.health[h]} {h}" for h in HEALTH_ORDER if v.health.get(h))
+    links = [Link(f"/pages/fleet?{FleetQuery(health=h).query_string()}",
+                  f"{v.health[h]} {h}", "show them")
+             for h in HEALTH_ORDER if v.health.get(h) and h != "online"]
+    links += [Link(f"/pages/fleet?{FleetQuery(sims=c).query_string()}",
+                   f"{v.sims.counts[c]} SIMs {c}", SIM_CLASSES[c])
+              for c in SIM_CLASSES if v.sims.counts.get(c)]
+    table = Table(
+        caption=f"Nodes ({total}: {nodes or 'none'})",
+        headers=("Health", "Nodes"),
+        rows=tuple((h, str(v.health.get(h, 0))) for h in HEALTH_ORDER),
+        css_class="health")
+    sim_table = Table(
+        caption=f"SIMs ({v.sims.total}; figures of {_ago(v.sims.at, now)})",
+        headers=("SIMs", "Count"),
+        rows=tuple((f"{c}: {SIM_CLASSES[c]}", str(v.sims.counts.get(c, 0)))
+                   for c in SIM_CLASSES),
+        css_class="sim-summary")
+    return Section(heading="Summary", tables=(table, sim_table), links=tuple(links))
+
+
+def _paging(v: FleetView) -> tuple[Link, ...]:
+    q, sel = v.query, v.selection
+    out = []
+    if q.page > 1:
+        out.append(Link(f"/pages/fleet?{q.query_string(page=min(q.page - 1, sel.pages))}",
+                        "Previous page"))
+    if q.page < sel.pages:
+        out.append(Link(f"/pages/fleet?{q.query_string(page=q.page + 1)}", "Next page"))
+    if q != FleetQuery():
+        out.append(Link("/pages/fleet", "Whole fleet", "no filter"))
+    return tuple(out)
+
+
+def fleet_page(v: FleetView, *, now: datetime) -> Page:
+    held = v.unreachable
+    sel = v.selection
+    first = (v.query.page - 1) * PAGE_SIZE
+    shown = (f"{first + 1}-{first + len(sel.shown)} of {sel.matched}" if sel.shown
+             else f"none of {sel.matched}")
     node_table = Table(
-        caption=f"Nodes ({len(nodes)}: {summary or 'none'})",
+        caption=f"Nodes: {v.query.describe()}, {shown} (page {v.query.page} of {sel.pages})",
         headers=("Node", "Health", "Last heartbeat", "Country", "Model", "Architecture",
                  "Agent", "Modems", "SIMs", "Metadata missing", "Clock offset (s)",
                  "Free disk", "Bundles waiting", "Runs unreachable"),
@@ -79,10 +114,10 @@ def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
             unavailable_cell(n),
             f"{n.clock_offset_s:.3f}" if n.clock_offset_s is not None else "-",
             _bytes(n.disk_free_bytes), str(n.spooled_bundles), str(held.get(n.id, 0)),
-        ) for n in ranked),
+        ) for n in v.nodes),
         css_class="nodes")
     sim_table = Table(
-        caption="SIM data plans this period",
+        caption="SIM data plans this period, of the nodes above",
         headers=("Node", "SIM", "Operator", "Cap", "Used", "Reserved", "Used of cap",
                  "Remaining", "Overrun", "Resets"),
         rows=tuple((
@@ -91,17 +126,19 @@ def fleet_page(nodes: Sequence[NodePublic], sims: Sequence[SimQuotaPublic], *,
             _bytes(q.used), _bytes(q.reserved), _pct(q.used + q.reserved, q.limit),
             _bytes(q.remaining), _bytes(q.overrun) if q.overrun else "-",
             q.period_end.strftime("%Y-%m-%d") if q.period_end else "-",
-        ) for q in sims),
+        ) for q in v.node_sims),
         css_class="sims")
     return Page(
         "fleet", "Fleet health",
-        "Nodes needing a look first (offline, stale, never registered, in maintenance), "
-        "then the rest; a "
+        "The whole fleet counted first: nodes by health, SIMs near, at or over their cap "
+        "(each count links to those nodes). Then the nodes, those needing a look first "
+        "(offline, stale, never registered, in maintenance), a page at a time; a "
         "node is stale after a few missed heartbeats and offline after more; the runs it "
         "held then are unreachable, not failed, until it is back with their bundles. "
-        "Each SIM's "
-        "cap, what runs have used and reserved of it this period, and any overrun.",
-        sections=(Section(heading="Nodes", tables=(node_table,)),
+        "Each shown node's SIMs: the cap, what runs have used and reserved of it this "
+        "period, and any overrun. Filters: ?health=, ?node= (part of the id), ?sims=.",
+        sections=(_summary(v, now),
+                  Section(heading="Nodes", tables=(node_table,), links=_paging(v)),
                   Section(heading="Data plans", tables=(sim_table,))),
-        empty=None if nodes else "No nodes yet: add one with `testbed node add`.",
+        empty=None if v.health else "No nodes yet: add one with `testbed node add`.",
         filterable=False)

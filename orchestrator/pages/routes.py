@@ -38,6 +38,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
+from orchestrator.model.fleet import BadFleetFilter, parse_query
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.cca import cca_page
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
@@ -47,8 +48,8 @@ from orchestrator.services.access import Readable, readable
 from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
 from orchestrator.services.context import Context
-from orchestrator.services.nodes import list_nodes, unreachable_runs
-from orchestrator.services.quotas import list_quotas
+from orchestrator.services.fleetview import fleet_view
+from orchestrator.services.nodes import list_nodes
 from orchestrator.services.sessions import (
     SESSION_S,
     authenticate_session,
@@ -303,15 +304,20 @@ def campaign_delete(request: Request, campaign_id: str) -> Response:
 
 
 @router.get("/pages/fleet", response_class=HTMLResponse)
-def fleet_health(request: Request) -> Response:
+def fleet_health(request: Request, health: Text = None, node: Text = None,
+                 sims: Text = None, page: Text = None) -> Response:
     """Nodes' health and SIMs' data plans: from the state database, not the store. The
-    fleet is shared infrastructure: every signed-in user sees all of it."""
+    fleet is shared infrastructure: every signed-in user sees all of it. The whole
+    fleet counted, then a page of nodes (filters: ``health``, ``node``, ``sims``)."""
     if isinstance(principal := _guard(request), Response):
         return principal
+    try:
+        query = parse_query(health=health, node=node, sims=sims, page=page)
+    except BadFleetFilter as e:
+        return _html(html.error_html(title="Bad filter", message=str(e)), 400)
     ctx = _ctx(request)
-    page = fleet.fleet_page(list_nodes(ctx), list_quotas(ctx).sims, now=ctx.clock.now(),
-                            unreachable=unreachable_runs(ctx))
-    return _html(html.page_html(page, filters=Filters(), choices=Choices()))
+    built = fleet.fleet_page(fleet_view(ctx, query), now=ctx.clock.now())
+    return _html(html.page_html(built, filters=Filters(), choices=Choices()))
 
 
 @router.get("/pages/login", response_class=HTMLResponse)

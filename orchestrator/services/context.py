@@ -13,11 +13,16 @@ from sqlalchemy.orm import Session
 from orchestrator.archive.store import Archive
 from orchestrator.catalogue.manifest import Manifest
 from orchestrator.model.clock import Clock
+from orchestrator.model.fleet import SimSummary
+from orchestrator.services.cached import Cached
 from orchestrator.settings import Settings
 from orchestrator.store import locks
 from orchestrator.store.db import Database
 from orchestrator.timeseries.lineprotocol import TimeSeriesSink
 from orchestrator.timeseries.live import LiveBuffer
+
+#: How long a process keeps the fleet's SIM figures for the fleet page's summary.
+SIM_FIGURES_S = 30.0
 
 
 @dataclass
@@ -42,6 +47,10 @@ class Context:
     #: Set by services when a re-plan is due soon (a run failed, a node or quota
     #: changed); the planner loop clears it.
     replan_wanted: threading.Event = field(default_factory=threading.Event)
+    #: The fleet's SIMs counted for the fleet page's summary and filter
+    #: (:mod:`orchestrator.services.fleetview`).
+    fleet_sims: Cached[SimSummary] = field(
+        default_factory=lambda: Cached(SIM_FIGURES_S))
 
     @contextmanager
     def planning(self) -> Iterator[Session]:

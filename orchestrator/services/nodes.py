@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.errors import Conflict, Invalid, NotFound
@@ -78,15 +78,6 @@ def list_nodes(ctx: Context) -> list[NodePublic]:
         nodes = s.scalars(select(Node).options(selectinload(Node.interfaces))
                           .order_by(Node.id)).all()
         return [node_public(n, now, ctx.settings.health) for n in nodes]
-
-
-def unreachable_runs(ctx: Context) -> dict[str, int]:
-    """How many runs each node holds while out of contact (``unreachable``): the fleet
-    page names them beside the node's health, since they still await its bundles."""
-    with ctx.db.session() as s:
-        rows = s.execute(select(Run.node_id, func.count()).where(
-            Run.state == RunState.UNREACHABLE).group_by(Run.node_id)).all()
-        return {node_id: int(n) for node_id, n in rows}
 
 
 def get_node(ctx: Context, node_id: str) -> NodePublic:
@@ -204,11 +195,16 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
             if ctx.timeseries is not None:
                 _buffer_live_points(ctx, node, body.metadata)
         pending = set(body.pending_run_ids)
-        assignments = [] if node.maintenance else _hand_out(ctx, s, node, now, pending)
+        assignments, due = (([], []) if node.maintenance
+                            else _hand_out(ctx, s, node, now, pending))
         cancel: list[str] = []
         held_ids = set(body.running_run_ids) | pending
         if held_ids:
-            held = s.scalars(select(Run).where(Run.id.in_(held_ids))).all()
+            # The runs it holds are mostly those just read as due: read only the others
+            known = {r.id: r for r in due if r.id in held_ids}
+            rest = held_ids - known.keys()
+            held = [*known.values(), *(s.scalars(select(Run).where(Run.id.in_(rest))).all()
+                                       if rest else ())]
             for r in held:
                 if (r.id in body.running_run_ids and r.node_id == node.id
                         and r.state == RunState.UNREACHABLE):
@@ -258,11 +254,12 @@ def _release_dropped(s: Session, node: Node, dropped: list[str], now: datetime) 
 
 
 def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,
-              pending: set[str]) -> list[wire.Assignment]:
+              pending: set[str]) -> tuple[list[wire.Assignment], list[Run]]:
     """The node's schedule for the hand-out horizon: every booked run due within
     ``scheduling.handout_horizon_s``, earliest first, at most ``handout_max_runs``. Each
     becomes ``assigned``; those the node says it holds (``pending``) are not sent again,
-    the others are (a lost reply loses nothing)."""
+    the others are (a lost reply loses nothing). Returns the assignments and the due
+    runs read."""
     sched = ctx.settings.scheduling
     horizon = now + timedelta(seconds=sched.handout_horizon_s)
     due = s.scalars(
@@ -296,4 +293,4 @@ def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,
             deadline=run.deadline,
             max_bytes=run.forecast_bytes,
         ))
-    return out
+    return out, list(due)

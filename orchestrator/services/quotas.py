@@ -14,6 +14,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session, selectinload
@@ -46,7 +47,7 @@ from orchestrator.services.access import read_scope
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.settings import Settings
-from orchestrator.store.tables import Node, Project, Run, RunEvent, SimQuota
+from orchestrator.store.tables import Interface, Node, Project, Run, RunEvent, SimQuota
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.schema import quota_point
 from testbed_common.states import RunState
@@ -90,13 +91,16 @@ def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKe
     return out
 
 
-def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None
-                 ) -> LedgerState:
+def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None,
+                 *, usage_of_nodes_only: bool = False) -> LedgerState:
     """Caps, budgets and usage as the ledger's frozen state. Usage is the journal (the
     runs table) summed per SIM, period and project; the ledger turns the sums into
-    usage (:func:`usage_from_journal`)."""
+    usage (:func:`usage_from_journal`). ``usage_of_nodes_only``: only ``nodes``' runs
+    are summed (their SIMs' figures are whole; the projects' are not)."""
     if nodes is None:
         nodes = s.scalars(select(Node)).all()
+    nodes = list(nodes)
+    only = ((Run.node_id.in_([n.id for n in nodes]),) if usage_of_nodes_only else ())
     rows = s.execute(
         select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period, Project.name,
                func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes), else_=0)),
@@ -104,7 +108,7 @@ def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = 
                func.sum(func.coalesce(Run.overrun_bytes, 0)))
         .join(Project, Run.project_id == Project.id)
         .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
-               Run.reservation_period.is_not(None))
+               Run.reservation_period.is_not(None), *only)
         .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
                   Project.name)
     ).all()
@@ -284,6 +288,80 @@ def list_quotas(ctx: Context) -> QuotasPublic:
                 remaining=st.remaining if p.budget_bytes is not None else None,
                 overrun=st.overrun))
         return QuotasPublic(sims=_statuses(ctx, s, nodes, state), projects=projects)
+
+
+def sim_statuses(ctx: Context, s: Session, nodes: Sequence[Node]) -> list[SimQuotaPublic]:
+    """The SIMs of these nodes only (loaded with their interfaces), as
+    :func:`list_quotas` shows them: their runs alone are summed (a page of a hundred
+    nodes, not the fleet's runs table)."""
+    state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True)
+    return _statuses(ctx, s, nodes, state)
+
+
+class SimFigure(NamedTuple):
+    """One SIM's cap and what was used of it this period, as :func:`list_quotas` lists
+    it (``limit``, ``used``, ``overrun``; ``capped``: its source is not "none")."""
+
+    node: str
+    interface: str
+    capped: bool
+    limit: int | None
+    used: int
+    overrun: int
+
+
+def sim_figures(ctx: Context) -> list[SimFigure]:
+    """Every SIM's figures this period, as :func:`list_quotas` has them, from plain
+    columns: at 10,000 nodes list_quotas took 5.6 s of CPU (40,000 ORM rows, 30,000
+    statuses, every period's sums); this reads the caps, the interfaces and the sums of
+    the current periods only. For counting the fleet's SIMs (the fleet page's summary);
+    the API lists with :func:`list_quotas`."""
+    now = ctx.clock.now()
+    default = ctx.settings.scheduling.default_sim_cap_bytes
+    margin = ctx.settings.scheduling.quota_margin
+    with ctx.db.session() as s:
+        zones = dict(s.execute(select(Node.id, Node.timezone)).all())
+        caps = {(node, iface): (cap, reset, m) for node, iface, cap, reset, m in s.execute(
+            select(SimQuota.node_id, SimQuota.interface, SimQuota.cap_bytes,
+                   SimQuota.reset_day, SimQuota.margin))}
+        interfaces = s.execute(
+            select(Interface.node_id, Interface.name, Interface.mcc_mnc)).all()
+        # Each SIM's period now: one computation per reset day and time zone
+        periods: dict[tuple[int, str], datetime] = {}
+        sims: list[tuple[str, str, str, int | None, datetime | None]] = []
+        for node, iface, mcc_mnc in interfaces:
+            cap, reset, m = caps.get((node, iface), (default, 1, margin))
+            start = None
+            if cap is not None:
+                tz = zones.get(node) or "UTC"
+                start = periods.get((reset, tz))
+                if start is None:
+                    start = Quota(sim_key(node, iface, mcc_mnc), cap, reset, m,
+                                  tz).period_at(now).start
+                    periods[(reset, tz)] = start
+            sims.append((node, iface, mcc_mnc, cap, start))
+        used: dict[tuple[str, str, str | None, datetime | None], tuple[int, int]] = {}
+        if periods:
+            used = {(node, iface, mcc_mnc, period): (int(charged or 0), int(over or 0))
+                    for node, iface, mcc_mnc, period, charged, over in s.execute(
+                select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
+                       func.sum(func.coalesce(Run.charged_bytes, 0)),
+                       func.sum(func.coalesce(Run.overrun_bytes, 0)))
+                .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
+                       Run.reservation_period.in_(set(periods.values())))
+                .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period)
+            )}
+    out = []
+    reported = set()
+    for node, iface, mcc_mnc, cap, start in sims:
+        reported.add((node, iface))
+        charged, over = (used.get((node, iface, mcc_mnc, start), (0, 0))
+                         if start is not None else (0, 0))
+        out.append(SimFigure(node, iface, cap is not None, cap, charged, over))
+    # quotas set before the agent reported the interface: listed, nothing used
+    out += [SimFigure(node, iface, True, cap, 0, 0)
+            for (node, iface), (cap, _, _) in caps.items() if (node, iface) not in reported]
+    return out
 
 
 def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:

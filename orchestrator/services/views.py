@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple, Protocol
 
 from orchestrator.model.booking import BOOKED_BY, booked_reason
 from orchestrator.model.health import node_health
@@ -12,7 +13,25 @@ from orchestrator.store.tables import Node, Run
 from testbed_common.states import NodeHealth, RunState
 
 
-def health_of(node: Node, now: datetime, health: HealthSettings) -> NodeHealth:
+class HealthFacts(Protocol):
+    """What a node's health is derived from: a :class:`Node` row, or the three columns
+    alone (:class:`NodeHealthRow`) where thousands of nodes are judged at once."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def last_heartbeat_at(self) -> datetime | None: ...
+    @property
+    def maintenance(self) -> bool: ...
+
+
+class NodeHealthRow(NamedTuple):
+    id: str
+    last_heartbeat_at: datetime | None
+    maintenance: bool
+
+
+def health_of(node: HealthFacts, now: datetime, health: HealthSettings) -> NodeHealth:
     return node_health(
         now=now,
         last_heartbeat=node.last_heartbeat_at,
