@@ -43,6 +43,18 @@ fn flood(t: &mut Topology, from: char, to: &str, rate_bps: f64, duration_s: f64,
     );
 }
 
+/// Runs a timed check a second time if the first fails. The emulator runs in user
+/// space: a stall of the host of a few hundred milliseconds (a neighbour of this virtual
+/// machine, a burst of other work) empties a 1 s bin that the link itself never would.
+/// A link that is wrong fails both times.
+fn timed(name: &str, check: fn()) {
+    if std::panic::catch_unwind(check).is_ok() {
+        return;
+    }
+    eprintln!("{name}: failed once; measuring again (a stall of the host fails a single try)");
+    check();
+}
+
 fn assert_within(what: &str, got: f64, want: f64, tolerance: f64) {
     let err = (got - want).abs() / want;
     assert!(
@@ -59,6 +71,10 @@ fn constant_rate_and_delay() {
     if skip("constant_rate_and_delay") {
         return;
     }
+    timed("constant_rate_and_delay", constant_rate_and_delay_once);
+}
+
+fn constant_rate_and_delay_once() {
     let mut t = Topology::new();
     t.start_linkem(
         &profile("uplink: {rate_bps: 10000000, delay_ms: 15}\ndownlink: {rate_bps: 20000000, delay_ms: 15}\n"),
@@ -139,6 +155,10 @@ fn trace_replay_tmobile_lte_uplink() {
     if skip("trace_replay_tmobile_lte_uplink") {
         return;
     }
+    timed("trace_replay_tmobile_lte_uplink", trace_replay_tmobile_lte_uplink_once);
+}
+
+fn trace_replay_tmobile_lte_uplink_once() {
     replay("TMobile-LTE-short.up", false);
 }
 
@@ -147,6 +167,10 @@ fn trace_replay_verizon_lte_downlink() {
     if skip("trace_replay_verizon_lte_downlink") {
         return;
     }
+    timed("trace_replay_verizon_lte_downlink", trace_replay_verizon_lte_downlink_once);
+}
+
+fn trace_replay_verizon_lte_downlink_once() {
     replay("Verizon-LTE-short.down", true);
 }
 
@@ -155,6 +179,10 @@ fn ramp_reaches_90_percent_after_10_s() {
     if skip("ramp_reaches_90_percent_after_10_s") {
         return;
     }
+    timed("ramp_reaches_90_percent_after_10_s", ramp_reaches_90_percent_after_10_s_once);
+}
+
+fn ramp_reaches_90_percent_after_10_s_once() {
     let mut t = Topology::new();
     t.start_linkem(
         &profile(
@@ -181,6 +209,10 @@ fn peak_then_drop() {
     if skip("peak_then_drop") {
         return;
     }
+    timed("peak_then_drop", peak_then_drop_once);
+}
+
+fn peak_then_drop_once() {
     let mut t = Topology::new();
     t.start_linkem(
         &profile(
@@ -229,6 +261,10 @@ fn promotion_delay_slows_the_first_transfer() {
     if skip("promotion_delay_slows_the_first_transfer") {
         return;
     }
+    timed("promotion_delay_slows_the_first_transfer", promotion_delay_slows_the_first_transfer_once);
+}
+
+fn promotion_delay_slows_the_first_transfer_once() {
     let with = first_over_median(400);
     assert!(with < 0.7, "with a 400 ms promotion g1/median = {with:.2}, want < 0.7");
     let without = first_over_median(0);
@@ -240,6 +276,10 @@ fn packet_rate_cap_holds_small_packets() {
     if skip("packet_rate_cap_holds_small_packets") {
         return;
     }
+    timed("packet_rate_cap_holds_small_packets", packet_rate_cap_holds_small_packets_once);
+}
+
+fn packet_rate_cap_holds_small_packets_once() {
     let mut t = Topology::new();
     t.start_linkem(&profile("uplink: {pps_cap: 2000}\ndownlink: {}\n"), &[]);
     let sink = t.spawn('b', &strs(&sink_args(5000, 6.0, 1000)));
@@ -261,6 +301,10 @@ fn link_state_moves_with_profile_and_handovers() {
     if skip("link_state_moves_with_profile_and_handovers") {
         return;
     }
+    timed("link_state_moves_with_profile_and_handovers", link_state_moves_with_profile_and_handovers_once);
+}
+
+fn link_state_moves_with_profile_and_handovers_once() {
     let mut t = Topology::new();
     // One emulated hour per real second; a handover every 0.7 s.
     let state = t.start_linkem(
