@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -99,6 +99,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for problem in mark.args:
             if problem is not None:
                 unavailable(str(problem))
+
+
+def story(run: dict[str, Any]) -> str:
+    """A run's transitions one per line, final reason first: what a failed assertion
+    should show (the raw event list is cut short in test reports)."""
+    lines = [f"{run['id']} ended {run['state']}: {run.get('reason')}"]
+    lines += [f"  {e['at']} {e['state']} ({e['source']}): {e['reason']}"
+              for e in run["events"]]
+    return "\n".join(lines)
 
 
 class ManualClock:

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import REPO, require
+from tests.conftest import story as story  # the e2e tests import it from here
 
 URL = "http://127.0.0.1:8080"
 FINAL = {"done", "failed", "cancelled", "expired"}
@@ -98,15 +99,6 @@ class Fleet:
         while self.get(f"/api/v1/nodes/{node}")["health"] != "online":
             assert time.monotonic() < end, f"node {node} not online after {timeout_s}s"
             time.sleep(1)
-
-
-def story(run: dict[str, Any]) -> str:
-    """A run's transitions one per line, final reason first: what a failed assertion
-    should show (the raw event list is cut short in test reports)."""
-    lines = [f"{run['id']} ended {run['state']}: {run.get('reason')}"]
-    lines += [f"  {e['at']} {e['state']} ({e['source']}): {e['reason']}"
-              for e in run["events"]]
-    return "\n".join(lines)
 
 
 def script(name: str, *args: str, timeout: float = 900) -> None:

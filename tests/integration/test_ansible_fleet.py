@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import REPO, require, require_tools
+from tests.conftest import REPO, require, require_tools, story
 from tests.e2e.chaos import docker, sh
 from tests.integration import live
 from tests.integration.playbooks import ANSIBLE_DIR, Played, play
@@ -266,9 +266,9 @@ def test_each_node_measures_and_its_result_is_archived(rig: Rig, node: str,
         run = rig.api.get(f"/api/v1/runs/{run_id}").json()
         if run["state"] in ("done", "failed", "cancelled", "expired"):
             break
-        assert time.monotonic() < end, f"run {run_id} still {run['state']}: {run['events']}"
+        assert time.monotonic() < end, f"run {run_id} still {run['state']}:\n{story(run)}"
         time.sleep(1)
-    assert run["state"] == "done", run["events"]
+    assert run["state"] == "done", story(run)
     assert run["bundle_sha256"]
     bundle = rig.api.get(f"/api/v1/runs/{run_id}/bundle")
     assert bundle.status_code == 200
