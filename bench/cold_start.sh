@@ -5,9 +5,11 @@
 # run of one 10 s TAT run, submitted as soon as its node (se-02) is online, as the demo
 # does on each node.
 #
-#   bench/cold_start.sh [REF]     REF: the commit to measure (default HEAD); run it for
+#   bench/cold_start.sh [--warm-only] [REF]
+#                                 REF: the commit to measure (default HEAD); run it for
 #                                 the starting commit too, in the same session, for the
-#                                 baseline
+#                                 baseline. --warm-only: only the warm start (REF's
+#                                 images are built first, untimed; nothing is removed)
 #
 # DESTRUCTIVE for the machine's Docker state: it stops the stack (and deletes its
 # volumes), removes the project's images (testbed/*, the experiments' images and the
@@ -22,6 +24,8 @@
 # of REF stay built.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
+warm_only=0
+if [ "${1:-}" = --warm-only ]; then warm_only=1; shift; fi
 ref="${1:-HEAD}"
 out="$REPO/build/bench"
 mkdir -p "$out"
@@ -74,6 +78,12 @@ PY
 }
 
 echo "== $sha: load before: $(uptime | sed 's/.*load average/load average/')"
+fresh_env=()
+if [ "$warm_only" = 1 ]; then
+    (cd "$clone" && scripts/build-images.sh) >"$out/build-$sha.log" 2>&1 \
+        || die "building the images of $sha failed (log: $out/build-$sha.log)"
+    t0=$(date +%s.%N); t_demo=$t0; first=skipped; load_fresh=-
+else
 # ---- fresh machine ---------------------------------------------------------------
 "$REPO/scripts/down" --volumes >/dev/null 2>&1 || true
 images="$(docker images --format '{{.Repository}}:{{.Tag}}' --filter 'reference=testbed/*')"
@@ -92,7 +102,6 @@ docker image prune -f >/dev/null 2>&1 || true
 # CARGO_HOME of its own, pip's cache in a folder of its own): every crate and wheel then
 # comes from the network. The warm part below uses the same caches, as a second start on
 # that machine would (another CARGO_HOME would rebuild the tools).
-fresh_env=()
 if [ "${FRESH_CACHES:-0}" = 1 ]; then
     mkdir -p "$work/cargo-home" "$work/pip-cache" "$work/uv-cache"
     fresh_env=(CARGO_HOME="$work/cargo-home" PIP_CACHE_DIR="$work/pip-cache" UV_CACHE_DIR="$work/uv-cache")
@@ -106,9 +115,11 @@ sleep 1
 first=$(first_done "$t0" || echo "?")
 load_fresh="$(uptime | sed 's/.*load average: //')"
 [ "$status" = 0 ] || echo "note: scripts/up exited $status (log: $out/fresh-$sha.log)"
+fi
 
 # ---- warm compose up ---------------------------------------------------------------
 (cd "$clone" && scripts/down --volumes) >/dev/null 2>&1
+"$REPO/scripts/down" --volumes >/dev/null 2>&1 || true
 # The run is submitted as soon as se-02 is online (as the demo does on each node), while
 # scripts/up goes on (the other nodes, monitoring); its end is reported too.
 t1=$(date +%s.%N)
@@ -125,6 +136,12 @@ admin run wait "$run" --timeout 300 >/dev/null 2>&1
 t_warm=$(date +%s.%N)
 wait "$up_pid" || echo "note: scripts/up --no-demo exited non-zero (log: $out/warm-$sha.log)"
 t_up=$(date +%s.%N)
+# Each container's start and health changes in the warm start, seconds since its start:
+# where the time before the first run goes.
+docker events --since "$t1" --until "$t_up" --filter type=container \
+    --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}' 2>/dev/null \
+    | awk -v t1="$t1" '$2 ~ /^(create|start|health_status|die)/ {printf "%7.1f  %s\n", $1/1e9 - t1, substr($0, index($0, $2))}' \
+    >"$out/warm-events-$sha.log" || true
 # The running phase (the baseline), and when the run became done by its own record:
 # `run wait` polls every 2 s, so the wall time above may be up to 2 s late.
 read -r transfer t_warm_event < <(admin --json run show "$run" | python3 -c '
@@ -153,4 +170,4 @@ print(f"  the same, by the run's done event         {event - t1:7.1f} s")
 print(f"baseline: that run's running phase         {transfer:7.1f} s")
 print(f"warm up --no-demo -> its end (every node, monitoring) {up - t1:5.1f} s")
 PY
-echo "logs: $out/fresh-$sha.log $out/warm-$sha.log"
+echo "logs: $out/fresh-$sha.log $out/warm-$sha.log $out/warm-events-$sha.log"
