@@ -123,6 +123,15 @@ fi
 # The run is submitted as soon as se-02 is online (as the demo does on each node), while
 # scripts/up goes on (the other nodes, monitoring); its end is reported too.
 t1=$(date +%s.%N)
+# Each container's creation, start and health changes in the warm start, seconds since
+# its start: where the time before the first run goes. (Followed live: the engine keeps
+# only its last 256 events, and the health checks' execs fill that within seconds.)
+docker events --filter type=container --filter event=create --filter event=start \
+    --filter event=health_status --filter event=die \
+    --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}' \
+    | awk -v t1="$t1" '{printf "%7.1f  %s\n", $1/1e9 - t1, substr($0, index($0, $2)); fflush()}' \
+    >"$out/warm-events-$sha.log" &
+events_pid=$!
 (cd "$clone" && env "${fresh_env[@]}" scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1 &
 up_pid=$!
 until se02_online; do
@@ -136,12 +145,7 @@ admin run wait "$run" --timeout 300 >/dev/null 2>&1
 t_warm=$(date +%s.%N)
 wait "$up_pid" || echo "note: scripts/up --no-demo exited non-zero (log: $out/warm-$sha.log)"
 t_up=$(date +%s.%N)
-# Each container's start and health changes in the warm start, seconds since its start:
-# where the time before the first run goes.
-docker events --since "$t1" --until "$t_up" --filter type=container \
-    --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}' 2>/dev/null \
-    | awk -v t1="$t1" '$2 ~ /^(create|start|health_status|die)/ {printf "%7.1f  %s\n", $1/1e9 - t1, substr($0, index($0, $2))}' \
-    >"$out/warm-events-$sha.log" || true
+kill "$events_pid" 2>/dev/null || true
 # The running phase (the baseline), and when the run became done by its own record:
 # `run wait` polls every 2 s, so the wall time above may be up to 2 s late.
 read -r transfer t_warm_event < <(admin --json run show "$run" | python3 -c '
