@@ -128,9 +128,7 @@ t1=$(date +%s.%N)
 # only its last 256 events, and the health checks' execs fill that within seconds.)
 docker events --filter type=container --filter event=create --filter event=start \
     --filter event=health_status --filter event=die \
-    --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}' \
-    | awk -v t1="$t1" '{printf "%7.1f  %s\n", $1/1e9 - t1, substr($0, index($0, $2)); fflush()}' \
-    >"$out/warm-events-$sha.log" &
+    --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}' >"$work/events" &
 events_pid=$!
 (cd "$clone" && env "${fresh_env[@]}" scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1 &
 up_pid=$!
@@ -146,6 +144,8 @@ t_warm=$(date +%s.%N)
 wait "$up_pid" || echo "note: scripts/up --no-demo exited non-zero (log: $out/warm-$sha.log)"
 t_up=$(date +%s.%N)
 kill "$events_pid" 2>/dev/null || true
+awk -v t1="$t1" '{printf "%7.1f  %s\n", $1/1e9 - t1, substr($0, index($0, $2))}' "$work/events" \
+    >"$out/warm-events-$sha.log"
 # The running phase (the baseline), and when the run became done by its own record:
 # `run wait` polls every 2 s, so the wall time above may be up to 2 s late.
 read -r transfer t_warm_event < <(admin --json run show "$run" | python3 -c '
