@@ -83,7 +83,8 @@ def plan(repetitions: int, session_cells: Sequence[Cell]) -> list[Step]:
     for rep in range(repetitions):
         out.append(Step(len(out), rep, "tat"))
         order = list(session_cells) if rep % 2 == 0 else list(reversed(session_cells))
-        out.extend(Step(len(out) + i, rep, "abw", c) for i, c in enumerate(order))
+        first = len(out)
+        out.extend(Step(first + i, rep, "abw", c) for i, c in enumerate(order))
     out.append(Step(len(out), repetitions - 1, "tat"))
     return out
 
