@@ -74,14 +74,14 @@ def test_small_probes_underestimate_behind_a_packet_rate_cap(fleet: Fleet) -> No
     for cell, error in errors.items():
         assert abs(error) <= 0.15, (cell, errors)
 
-    # ingest: one abw_tools point per estimate; the page compares both links
-    run_id = capped["run_id"]
-    deadline = time.monotonic() + 60
-    query = f"SELECT count(\"error\") FROM abw_tools WHERE run = '{run_id}'"
-    while not (rows := fleet.influx(query)):
-        assert time.monotonic() < deadline, "the run's abw_tools points never reached InfluxDB"
-        time.sleep(2)
-    assert rows[0][1] == 6, rows
+    # ingest: one abw_tools point per estimate of each run; the page compares both links
+    for run_id in (capped["run_id"], uncapped["run_id"]):
+        deadline = time.monotonic() + 60
+        query = f"SELECT count(\"error\") FROM abw_tools WHERE run = '{run_id}'"
+        while not (rows := fleet.influx(query)):
+            assert time.monotonic() < deadline, f"run {run_id}'s points never reached InfluxDB"
+            time.sleep(2)
+        assert rows[0][1] == 6, rows
     page = fleet.http.get("/pages/abw-tools")
     assert page.status_code == 200, page.text
     m = re.search(r'<table class="abw-tools-sizes">(.*?)</table>', page.text, re.S)
