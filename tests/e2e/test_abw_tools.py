@@ -47,7 +47,8 @@ def _session(fleet: Fleet, node: str, sim: str, capacity_bps: float) -> dict[str
     print(f"abw-tools on {node} {sim}: {time.monotonic() - started:.0f} s; "
           + json.dumps({f"{m} {s}": round(e, 3) for (m, s), e in errors.items()}))
     print(json.dumps([{k: c[k] for k in ("method", "size", "error_median", "latency_mean_s",
-                                           "probe_bytes_mean", "overhead_mean")}
+                                           "probe_bytes_mean", "control_bytes_mean",
+                                           "overhead_mean")}
                       for c in result["summary"]]))
     result["run_id"] = run_id
     return result
