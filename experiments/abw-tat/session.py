@@ -19,7 +19,6 @@ and as the last stderr line, and the exit code is non-zero.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -29,19 +28,15 @@ from typing import Any
 import ditg
 from steps import Step, session_steps
 
-from testbed_kit import iperf3
+from testbed_kit import abw_client, iperf3
 from testbed_kit.contract import ExperimentError, load_config, results_dir, run_experiment
 from testbed_kit.interface import Counters, interface_counters
-from testbed_kit.results import write_raw, write_result
+from testbed_kit.results import write_result
 from testbed_kit.session import abw_run, session_figures, tat_run
 from testbed_kit.tat_result import Iperf3OutputError, parse_iperf3
 
 FORMAT, VERSION = "testbed.abw-tat", 1
-#: ABw receivers on the measurement server (one session at a time each).
-ABW_PORTS = (7351, 7352, 7353, 7354)
 TAT_TOOLS = ("iperf3", "ditg")
-#: An estimate takes ~1 s; beyond this per estimate the tool is hung, not slow.
-ABW_TIMEOUT_PER_ESTIMATE_S = 20.0
 
 
 class SessionError(ExperimentError):
@@ -52,45 +47,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _abw_command(config: dict[str, Any], method: str, port: int) -> list[str]:
-    p = config["parameters"]
-    cmd = ["abw", "send", "-s", f"{config['server_address']}:{port}", "-m", method,
-           "-n", str(int(p["estimates"])), "--size", str(int(p["probe_size"]))]
-    if config.get("interface_address"):
-        cmd += ["--bind", str(config["interface_address"])]
-    if p["direction"] == "downlink":
-        cmd.append("--reverse")
-    if method == "spruce":  # check_parameters made sure the capacity is given
-        cmd += ["--capacity", str(int(p["capacity_bps"]))]
-    return cmd
-
-
 def run_abw(config: dict[str, Any], method: str, out: Path) -> list[dict[str, Any]]:
-    """One ABw step: ``estimates`` estimates with ``method``; tries the next receiver
-    port while one answers busy. Returns the tool's records (written to ``out``)."""
-    timeout = ABW_TIMEOUT_PER_ESTIMATE_S * int(config["parameters"]["estimates"]) + 10
-    last = ""
-    for port in ABW_PORTS:
-        cmd = _abw_command(config, method, port)
-        print(f"abw-tat: {' '.join(cmd)}", file=sys.stderr)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  check=False)
-        except subprocess.TimeoutExpired as e:
-            raise SessionError(f"abw did not finish within {timeout:.0f} s") from e
-        except OSError as e:
-            raise SessionError(f"cannot start abw: {e}") from e
-        write_raw(out.parent, out.name, proc.stdout)
-        records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-        errors = [r for r in records if r.get("type") == "error"]
-        if errors and errors[0].get("kind") == "busy":
-            last = str(errors[0].get("error"))
-            continue
-        if errors or proc.returncode != 0:
-            detail = errors[0].get("error") if errors else proc.stderr.strip()[-300:]
-            raise SessionError(f"abw {method} failed: {detail}")
-        return records
-    raise SessionError(f"every ABw receiver on the server is busy ({last})")
+    """One ABw step: ``estimates`` estimates with ``method`` (:mod:`testbed_kit.abw_client`:
+    the next receiver port while one answers busy). Returns the tool's records (written
+    to ``out``)."""
+    p = config["parameters"]
+    try:
+        return abw_client.run_abw(config, method=method, count=int(p["estimates"]),
+                                  size=int(p["probe_size"]), direction=str(p["direction"]),
+                                  out=out, capacity_bps=float(p.get("capacity_bps") or 0),
+                                  log_prefix="abw-tat")
+    except abw_client.AbwError as e:
+        raise SessionError(str(e)) from e
 
 
 def run_tat(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:

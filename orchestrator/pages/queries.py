@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from orchestrator.pages.abwtools import AbwToolsRow
 from orchestrator.pages.cca import CcaRow
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
 from orchestrator.pages.goodput import GoodputRow
@@ -24,7 +25,7 @@ from orchestrator.pages.shortflows_data import ShortFlowRow
 from orchestrator.services.access import Readable
 from orchestrator.timeseries.ccacompare import CCA_COMPARE
 from orchestrator.timeseries.influx import Series, literal
-from orchestrator.timeseries.schema import ABW, GOODPUT, TAT_SUMMARY
+from orchestrator.timeseries.schema import ABW, ABW_TOOLS, GOODPUT, TAT_SUMMARY
 from orchestrator.timeseries.shortflows import SHORT_FLOWS
 
 PLACE_TAGS = ("node", "country", "operator", "operator_name")
@@ -216,4 +217,34 @@ def cca_transfers(ts: TimeSeriesQuery, filters: Filters, *,
             self_delay_s=_opt(row, "self_delay_s"), retrans_pct=_opt(row, "retrans_pct"),
             dupack_pct=_opt(row, "dupack_pct"), sinr_db=_opt(row, "sinr_db"),
             handovers=None if handovers is None else int(handovers)))
+    return out
+
+
+# --- abw-tools (orchestrator/pages/abwtools.py) ----------------------------------------
+
+
+def abw_tools_query(filters: Filters) -> str:
+    return _select(ABW_TOOLS, ("estimate_bps", "tat_bps", "tats", "latency_s", "probe_bytes",
+                               "probe_packets", "control_bytes", "repetition", "step",
+                               "method", "size", "interface"), filters)
+
+
+def abw_tools_estimates(ts: TimeSeriesQuery, filters: Filters, *,
+                        readable: Readable) -> list[AbwToolsRow]:
+    """Every estimate of the abw-tools runs the caller may read."""
+    out = []
+    for row in _rows(ts.query(abw_tools_query(filters))):
+        if row.get("estimate_bps") is None or row.get("tat_bps") is None \
+                or not readable.run(_s(row, "run")):
+            continue
+        out.append(AbwToolsRow(
+            time_ns=int(row["time"]), where=_where(row), interface=_s(row, "interface"),
+            run=_s(row, "run"), direction=_s(row, "direction"), method=_s(row, "method"),
+            size=int(row["size"]), estimate_bps=float(row["estimate_bps"]),
+            tat_bps=float(row["tat_bps"]), tats=int(row.get("tats") or 0),
+            latency_s=float(row.get("latency_s") or 0.0),
+            probe_bytes=int(row.get("probe_bytes") or 0),
+            probe_packets=int(row.get("probe_packets") or 0),
+            control_bytes=int(row.get("control_bytes") or 0),
+            repetition=int(row.get("repetition") or 0), step=int(row.get("step") or 0)))
     return out

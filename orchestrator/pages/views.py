@@ -419,6 +419,9 @@ PAGES = (
     ("cca-compare", "CUBIC vs BBR", "cca-compare: throughput, self-inflicted delay, "
      "retransmissions and duplicate ACKs per congestion control, by SINR and with or "
      "without a handover, with a Mann-Whitney test of each difference."),
+    ("abw-tools", "ABw tools", "abw-tools: each ABw method at small and large probes "
+     "against TAT on the same link (error, latency, probe bytes, overhead), and the "
+     "small probes' error beside the large ones' (a gateway's packet-rate cap)."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
     ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "

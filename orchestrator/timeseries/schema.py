@@ -32,7 +32,7 @@ from orchestrator.timeseries.ccacompare import (
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.shortflows import SHORT_FLOWS, SHORT_FLOWS_FIELDS, flow_rows
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import cca_compare, goodput, short_flows, tat_result
+from testbed_kit import abw_tools, cca_compare, goodput, short_flows, tat_result
 
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
@@ -45,6 +45,11 @@ FLOWS = "flows"
 # goodput-sequence (docs/goodput-sequence.md): one point per transfer, one per run.
 GOODPUT = "goodput"
 GOODPUT_SUMMARY = "goodput_summary"
+# abw-tools (testbed.abw-tools): one point per estimate, against the TAT around it.
+ABW_TOOLS = "abw_tools"
+#: The experiment whose ABw estimates are ``abw_tools`` points only (with their probe
+#: size and TAT), not also ``abw`` points: those pair with TATs on the ABw vs TAT page.
+ABW_TOOLS_EXPERIMENT = "abw-tools"
 
 #: Field names of each measurement (what a point may carry).
 FIELDS: dict[str, frozenset[str]] = {
@@ -70,6 +75,10 @@ FIELDS: dict[str, frozenset[str]] = {
     # cca-compare (testbed.cca-compare): one point per transfer, one per 100 ms bin.
     CCA_COMPARE: CCA_COMPARE_FIELDS,
     CCA_BINS: CCA_BINS_FIELDS,
+    ABW_TOOLS: frozenset({
+        "estimate_bps", "tat_bps", "error", "latency_s", "probe_bytes", "probe_packets",
+        "control_bytes", "overhead", "repetition", "step", "tats",
+    }),
     GOODPUT: frozenset({"goodput_bps", "bytes", "total_s", "connect_s", "first_byte_s",
                         "index"}),
     GOODPUT_SUMMARY: frozenset({
@@ -322,6 +331,27 @@ def cca_compare_points(result: Mapping[str, Any], sender_flows: Sequence[FlowSta
     return out
 
 
+def abw_tools_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
+    """A ``testbed.abw-tools`` v1 result as one ``abw_tools`` point per estimate (at its
+    start), paired with the TATs around it by the kit's code
+    (:func:`testbed_kit.abw_tools.pair`), tagged with ``direction``, ``method`` and
+    ``size`` (probe bytes, as text)."""
+    parsed = abw_tools.parse_result(result)
+    out = []
+    for p in abw_tools.pair(parsed):
+        e = p.estimate
+        fields: dict[str, FieldValue | None] = {
+            "estimate_bps": e.estimate_bps, "tat_bps": p.tat_bps, "error": p.error,
+            "latency_s": e.latency_s, "probe_bytes": e.probe_bytes,
+            "probe_packets": e.probe_packets, "control_bytes": e.control_bytes,
+            "overhead": p.overhead, "repetition": e.repetition, "step": e.step,
+            "tats": p.tats}
+        out.append(point(ABW_TOOLS, ctx, fields, to_ns(e.start_unix_s),
+                         direction=parsed.direction, method=e.cell.method,
+                         size=str(e.cell.size)))
+    return out
+
+
 #: Where the measurement server's side of a run's capture sits in a bundle
 #: (node_agent.server_capture): never turned into ``flows`` points (the node's capture
 #: of the same connections is), only joined with results whose sender it was.
@@ -371,7 +401,9 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
     ``*.json`` with format ``testbed.tat``: :func:`tat_points`; with format
     ``testbed.short-flows``: :func:`short_flow_points`, joined with the flows of every
     capture of the bundle (so after them); ``testbed.goodput-sequence``:
-    :func:`goodput_points`; ``testbed.cca-compare``: :func:`cca_compare_points`, joined
+    :func:`goodput_points`; ``testbed.abw-tools``: :func:`abw_tools_points` (an abw-tools
+    run's raw ABw records give no ``abw`` points); ``testbed.cca-compare``:
+    :func:`cca_compare_points`, joined
     with the sender's capture (``server/capture/`` for downlink: those captures give no
     ``flows`` points of their own) and the modem records; ``meta/modem.jsonl``:
     :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
@@ -419,7 +451,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                     out.points.extend(gps_points(records, ctx))
                 elif name == SYSTEM_FILE:
                     out.points.extend(system_points(records, ctx))
-                else:
+                elif ctx.experiment != ABW_TOOLS_EXPERIMENT:
                     out.points.extend(abw_points(records, ctx, step=abw_step(name)))
             elif name.endswith(".json"):
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
@@ -430,6 +462,8 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                     joined.append((name, doc))
                 elif isinstance(doc, dict) and doc.get("format") == goodput.FORMAT:
                     out.points.extend(goodput_points(doc, ctx))
+                elif isinstance(doc, dict) and doc.get("format") == abw_tools.FORMAT:
+                    out.points.extend(abw_tools_points(doc, ctx))
         # Invalid: CaptureError too; ValueError: GoodputError too
         except (Invalid, ValueError, KeyError, TypeError) as e:
             out.notes.append(f"{name}: not turned into points: {e}")

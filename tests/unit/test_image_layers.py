@@ -22,6 +22,7 @@ IMAGES = {
     "abw-tat": REPO / "experiments/abw-tat/Dockerfile",
     "short-flows": REPO / "experiments/short-flows/Dockerfile",
     "cca-compare": REPO / "experiments/cca-compare/Dockerfile",
+    "abw-tools": REPO / "experiments/abw-tools/Dockerfile",
     "goodput-sequence": REPO / "experiments/goodput-sequence/Dockerfile",
 }
 #: Every Dockerfile of an image scripts/build-images.sh builds is listed above.
