@@ -189,15 +189,42 @@ def _encodable(node_id: str, p: Point) -> bool:
 
 
 # The heartbeat is the fleet's most frequent request (167 a second at 10,000 nodes), so
-# its usual path is SQLAlchemy Core: a handful of statements on columns, no ORM rows.
-# The rare moves (a run handed out for the first time, a run back in contact) go
-# through ``transition`` on ORM rows, as every other move does.
+# its usual path is SQLAlchemy Core: a handful of statements on columns, no ORM rows,
+# built once with bound parameters (building a statement and its cache key cost more
+# CPU than executing it). The rare moves (a run handed out for the first time, a run
+# back in contact) go through ``transition`` on ORM rows, as every other move does.
 _NODES = cast(Table, Node.__table__)
 _IFACES = cast(Table, Interface.__table__)
 _QUOTAS = cast(Table, SimQuota.__table__)
 _RUNS = cast(Table, Run.__table__)
-_DUE_COLUMNS = ("id", "state", "node_id", "experiment", "image", "parameters", "interface",
-                "not_before", "deadline", "forecast_bytes")
+#: The node by its token hash, SET from the parameters' other keys (the node's figures).
+_BEAT = (update(_NODES).where(_NODES.c.token_hash == bindparam("b_token"))
+         .returning(_NODES.c.id, _NODES.c.country, _NODES.c.timezone, _NODES.c.maintenance,
+                    _NODES.c.clock_offset_s))
+#: The node's interfaces and their quota rows.
+_SIMS = (select(_IFACES.c.name, _IFACES.c.mcc_mnc, _QUOTAS.c.cap_bytes, _QUOTAS.c.reset_day,
+                _QUOTAS.c.margin)
+         .select_from(_IFACES.outerjoin(_QUOTAS, and_(_QUOTAS.c.node_id == _IFACES.c.node_id,
+                                                      _QUOTAS.c.interface == _IFACES.c.name)))
+         .where(_IFACES.c.node_id == bindparam("b_node")))
+#: One interface, SET from the parameters' other keys (executed for several at once).
+_IFACE = update(_IFACES).where(_IFACES.c.node_id == bindparam("b_node"),
+                               _IFACES.c.name == bindparam("b_name"))
+_QUOTA_ROWS = (select(_QUOTAS.c.interface, _QUOTAS.c.cap_bytes, _QUOTAS.c.reset_day,
+                      _QUOTAS.c.margin)
+               .where(_QUOTAS.c.node_id == bindparam("b_node"),
+                      _QUOTAS.c.interface.in_(bindparam("b_names", expanding=True))))
+#: The node's booked runs due by the horizon, earliest first.
+_DUE = (select(_RUNS.c.id, _RUNS.c.state, _RUNS.c.node_id, _RUNS.c.experiment, _RUNS.c.image,
+               _RUNS.c.parameters, _RUNS.c.interface, _RUNS.c.not_before, _RUNS.c.deadline,
+               _RUNS.c.forecast_bytes)
+        .where(_RUNS.c.node_id == bindparam("b_node"),
+               _RUNS.c.state.in_((RunState.SCHEDULED.value, RunState.ASSIGNED.value)),
+               _RUNS.c.not_before <= bindparam("b_horizon"))
+        .order_by(_RUNS.c.not_before, _RUNS.c.id)
+        .limit(bindparam("b_limit")))
+_HELD = (select(_RUNS.c.id, _RUNS.c.node_id, _RUNS.c.state)
+         .where(_RUNS.c.id.in_(bindparam("b_ids", expanding=True))))
 
 
 class _Beating(NamedTuple):
@@ -213,15 +240,12 @@ class _Beating(NamedTuple):
 def _beat(s: Session, token: str | None, body: wire.Heartbeat, now: datetime) -> _Beating:
     """Authenticate the node by its token and record the heartbeat, in one UPDATE."""
     values: dict[str, Any] = {
-        "last_heartbeat_at": now, "clock_offset_s": body.clock_offset_s,
-        "disk_free_bytes": body.disk_free_bytes, "spooled_bundles": body.spooled_bundles}
+        "b_token": node_token_hash(token), "last_heartbeat_at": now,
+        "clock_offset_s": body.clock_offset_s, "disk_free_bytes": body.disk_free_bytes,
+        "spooled_bundles": body.spooled_bundles}
     if body.metadata is not None:
         values["metadata_unavailable"] = dict(body.metadata.unavailable)
-    c = _NODES.c
-    row = s.execute(update(_NODES).where(c.token_hash == node_token_hash(token))
-                    .values(values)
-                    .returning(c.id, c.country, c.timezone, c.maintenance, c.clock_offset_s)
-                    ).one_or_none()
+    row = s.execute(_BEAT, values).one_or_none()
     if row is None:
         raise Unauthorized(UNKNOWN_NODE_TOKEN)
     return _Beating(*row)
@@ -231,37 +255,28 @@ def _beat_interfaces(s: Session, node_id: str, reports: list[wire.InterfaceRepor
                      now: datetime) -> list[quotas.NodeSim]:
     """Store the reported interfaces (new ones added, the others updated; those not
     reported are kept) and return all the node's interfaces with their quota rows."""
-    i, q = _IFACES.c, _QUOTAS.c
-    stored = s.execute(
-        select(i.name, i.mcc_mnc, q.cap_bytes, q.reset_day, q.margin)
-        .select_from(_IFACES.outerjoin(_QUOTAS, and_(q.node_id == i.node_id,
-                                                     q.interface == i.name)))
-        .where(i.node_id == node_id)).all()
     sims = {name: quotas.NodeSim(name, mcc_mnc, None if cap is None else (cap, day, margin))
-            for name, mcc_mnc, cap, day, margin in stored}
+            for name, mcc_mnc, cap, day, margin in s.execute(_SIMS, {"b_node": node_id})}
     rows: list[dict[str, Any]] = [
-        {"node_id": node_id, "name": r.name, "mcc_mnc": r.operator.mcc_mnc,
-         "operator_name": r.operator.name, "rat": r.rat, "address": r.address,
-         "up": r.up, "rx_bytes": r.rx_bytes, "tx_bytes": r.tx_bytes,
-         "modem_model": r.modem_model, "updated_at": now} for r in reports]
-    old = [row for row in rows if row["name"] in sims]
-    new = [row for row in rows if row["name"] not in sims]
+        {"mcc_mnc": r.operator.mcc_mnc, "operator_name": r.operator.name, "rat": r.rat,
+         "address": r.address, "up": r.up, "rx_bytes": r.rx_bytes, "tx_bytes": r.tx_bytes,
+         "modem_model": r.modem_model, "updated_at": now, "b_name": r.name}
+        for r in reports]
+    old = [row for row in rows if row["b_name"] in sims]
+    new = [row for row in rows if row["b_name"] not in sims]
     if old:
-        s.execute(update(_IFACES).where(i.node_id == bindparam("b_node"),
-                                        i.name == bindparam("b_name")),
-                  [{**{k: v for k, v in row.items() if k not in ("node_id", "name")},
-                    "b_node": node_id, "b_name": row["name"]} for row in old])
+        s.execute(_IFACE, [{**row, "b_node": node_id} for row in old])
+        for row in old:
+            sims[row["b_name"]] = sims[row["b_name"]]._replace(mcc_mnc=row["mcc_mnc"])
     if new:
-        s.execute(insert(_IFACES), new)
+        names = [row.pop("b_name") for row in new]
+        s.execute(insert(_IFACES), [{**row, "node_id": node_id, "name": name}
+                                    for name, row in zip(names, new, strict=True)])
         configured: dict[str, quotas.QuotaRow] = {
             name: (cap, day, margin) for name, cap, day, margin in s.execute(
-                select(q.interface, q.cap_bytes, q.reset_day, q.margin)
-                .where(q.node_id == node_id, q.interface.in_([row["name"] for row in new])))}
-        for row in new:
-            sims[row["name"]] = quotas.NodeSim(row["name"], row["mcc_mnc"],
-                                               configured.get(row["name"]))
-    for row in old:
-        sims[row["name"]] = sims[row["name"]]._replace(mcc_mnc=row["mcc_mnc"])
+                _QUOTA_ROWS, {"b_node": node_id, "b_names": names})}
+        for name, row in zip(names, new, strict=True):
+            sims[name] = quotas.NodeSim(name, row["mcc_mnc"], configured.get(name))
     return list(sims.values())
 
 
@@ -283,9 +298,8 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
             held = {rid: due[rid] for rid in held_ids if rid in due}
             rest = held_ids - held.keys()
             if rest:
-                c = _RUNS.c
                 held.update((rid, (run_node, state)) for rid, run_node, state in s.execute(
-                    select(c.id, c.node_id, c.state).where(c.id.in_(rest))))
+                    _HELD, {"b_ids": list(rest)}))
             back = [rid for rid, (run_node, state) in held.items()
                     if rid in body.running_run_ids and run_node == node.id
                     and state == RunState.UNREACHABLE]
@@ -344,17 +358,8 @@ def _hand_out(ctx: Context, s: Session, node_id: str, now: datetime, pending: se
     runs read (id: node, state)."""
     sched = ctx.settings.scheduling
     horizon = now + timedelta(seconds=sched.handout_horizon_s)
-    c = _RUNS.c
-    due = s.execute(
-        select(*(c[name] for name in _DUE_COLUMNS))
-        .where(
-            c.node_id == node_id,
-            c.state.in_((RunState.SCHEDULED.value, RunState.ASSIGNED.value)),
-            c.not_before <= horizon,
-        )
-        .order_by(c.not_before, c.id)
-        .limit(sched.handout_max_runs)
-    ).all()
+    due = s.execute(_DUE, {"b_node": node_id, "b_horizon": horizon,
+                           "b_limit": sched.handout_max_runs}).all()
     states = {run.id: run.state for run in due}
     scheduled = [run.id for run in due if run.state == RunState.SCHEDULED]
     for row in (s.scalars(select(Run).where(Run.id.in_(scheduled))).all() if scheduled else ()):

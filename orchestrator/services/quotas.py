@@ -14,9 +14,9 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Table, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.errors import Conflict, NotFound
@@ -212,6 +212,22 @@ def settle(s: Session, run: Run, *, at: datetime, target: RunState | None = None
     return done
 
 
+_RUNS = cast(Table, Run.__table__)
+#: Per SIM and period of a node, the bytes charged to its settled runs and those
+#: reserved by the runs not handed out yet: in Core, built once (it is read on every
+#: heartbeat).
+_SIM_SUMS = (
+    select(_RUNS.c.interface, _RUNS.c.mcc_mnc, _RUNS.c.reservation_period,
+           func.sum(case((_RUNS.c.settled_at.is_not(None), _RUNS.c.charged_bytes), else_=0)),
+           func.sum(case((and_(_RUNS.c.settled_at.is_(None),
+                               _RUNS.c.state == RunState.SCHEDULED.value),
+                          _RUNS.c.reserved_bytes), else_=0)))
+    .where(_RUNS.c.node_id == bindparam("b_node"),
+           _RUNS.c.interface.in_(bindparam("b_ifaces", expanding=True)),
+           _RUNS.c.reservation_period.in_(bindparam("b_periods", expanding=True)))
+    .group_by(_RUNS.c.interface, _RUNS.c.mcc_mnc, _RUNS.c.reservation_period))
+
+
 class NodeSim(NamedTuple):
     """One interface of a node as a heartbeat sees it: its SIM and its quota row."""
 
@@ -236,19 +252,11 @@ def sim_left_for_node(s: Session, settings: Settings, node_id: str, timezone: st
     if not quotas:
         return {}
     periods = {name: quota.period_at(now).start for name, quota in quotas.items()}
-    # One query for all the node's SIMs (it was two per SIM, on every heartbeat), in
-    # Core: the columns, not ORM rows.
-    runs = Run.__table__.c
+    # One query for all the node's SIMs (it was two per SIM, on every heartbeat).
     sums = {(iface, mcc_mnc, period): (int(charged or 0), int(waiting or 0))
-            for iface, mcc_mnc, period, charged, waiting in s.execute(
-        select(runs.interface, runs.mcc_mnc, runs.reservation_period,
-               func.sum(case((runs.settled_at.is_not(None), runs.charged_bytes), else_=0)),
-               func.sum(case((and_(runs.settled_at.is_(None),
-                                   runs.state == RunState.SCHEDULED.value),
-                              runs.reserved_bytes), else_=0)))
-        .where(runs.node_id == node_id, runs.interface.in_(list(periods)),
-               runs.reservation_period.in_(set(periods.values())))
-        .group_by(runs.interface, runs.mcc_mnc, runs.reservation_period))}
+            for iface, mcc_mnc, period, charged, waiting in s.execute(_SIM_SUMS, {
+                "b_node": node_id, "b_ifaces": list(periods),
+                "b_periods": list(set(periods.values()))})}
     out: dict[str, int] = {}
     for sim in sims:
         quota = quotas.get(sim.interface)
