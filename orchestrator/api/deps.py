@@ -12,7 +12,9 @@ from orchestrator.services.context import Context
 from testbed_common import bounds, wire
 
 
-def get_ctx(request: Request) -> Context:
+# The dependencies that do no I/O are ``async``: FastAPI runs a plain ``def`` dependency
+# in the thread pool, a hop per dependency per request (two on every heartbeat).
+async def get_ctx(request: Request) -> Context:
     ctx: Context = request.app.state.ctx
     return ctx
 
@@ -27,7 +29,7 @@ _metrics_scheme = HTTPBearer(auto_error=False, scheme_name="MetricsToken",
                              description="TESTBED_METRICS_TOKEN (or the admin token)")
 
 
-def bearer(
+async def bearer(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_scheme)],
 ) -> str | None:
     """The bearer token; routes that depend on this are token-checked before their body
@@ -35,11 +37,11 @@ def bearer(
     return (credentials.credentials.strip() or None) if credentials is not None else None
 
 
-def scrape_token(
+async def scrape_token(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_metrics_scheme)],
 ) -> str | None:
     """The optional token of ``/metrics``: not :func:`bearer`, whose routes need one."""
-    return bearer(credentials)
+    return await bearer(credentials)
 
 
 CtxDep = Annotated[Context, Depends(get_ctx)]

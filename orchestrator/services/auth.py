@@ -93,15 +93,25 @@ def authenticate_user(ctx: Context, token: str | None) -> Principal:
         return Principal(row.user.id, row.user.name, row.user.is_admin)
 
 
-def authenticate_node(s: Session, token: str | None) -> Node:
+def node_token_hash(token: str | None) -> str:
+    """The hash a node's token is stored by; a missing or malformed token is refused
+    before any lookup."""
     if not token:
         raise Unauthorized("missing node token: send 'Authorization: Bearer <node token>'")
     if not well_formed(token):
         raise Unauthorized("malformed node token: a token is printable ASCII without spaces")
-    node = s.scalar(select(Node).where(Node.token_hash == hash_token(token)))
+    return hash_token(token)
+
+
+#: A token that matches no node.
+UNKNOWN_NODE_TOKEN = (
+    "unknown node token: provision the node first (testbed node add) and give its "
+    "agent the token it printed"
+)
+
+
+def authenticate_node(s: Session, token: str | None) -> Node:
+    node = s.scalar(select(Node).where(Node.token_hash == node_token_hash(token)))
     if node is None:
-        raise Unauthorized(
-            "unknown node token: provision the node first (testbed node add) and give its "
-            "agent the token it printed"
-        )
+        raise Unauthorized(UNKNOWN_NODE_TOKEN)
     return node

@@ -10,22 +10,30 @@ what is left of each SIM's cap, for the node's local account while offline.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from orchestrator.errors import Conflict, Invalid, NotFound
+from orchestrator.errors import Conflict, Invalid, NotFound, Unauthorized
 from orchestrator.model.contact import dropped_note, releases_dropped
 from orchestrator.model.ids import new_token
 from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
 from orchestrator.services import quotas
-from orchestrator.services.auth import Principal, authenticate_node, hash_token
+from orchestrator.services.auth import (
+    UNKNOWN_NODE_TOKEN,
+    Principal,
+    authenticate_node,
+    hash_token,
+    node_token_hash,
+)
 from orchestrator.services.context import Context
 from orchestrator.services.runs import transition
 from orchestrator.services.views import node_public
-from orchestrator.store.tables import Interface, Node, Run, RunEvent
+from orchestrator.store.tables import Interface, Node, Run, RunEvent, SimQuota
 from orchestrator.timeseries.lineprotocol import Point, encode, shifted
 from orchestrator.timeseries.nodeclock import heartbeat_shift
 from orchestrator.timeseries.schema import RunContext, live_points
@@ -154,7 +162,7 @@ def register(ctx: Context, token: str | None, body: wire.Registration) -> wire.R
         )
 
 
-def _buffer_live_points(ctx: Context, node: Node, meta: wire.LiveMetadata) -> None:
+def _buffer_live_points(ctx: Context, node: _Beating, meta: wire.LiveMetadata) -> None:
     """The heartbeat's samples as points for the ingest loop to write. A malformed
     sample is logged and skipped: telemetry must never cost the node its work."""
     try:
@@ -180,47 +188,135 @@ def _encodable(node_id: str, p: Point) -> bool:
     return True
 
 
+# The heartbeat is the fleet's most frequent request (167 a second at 10,000 nodes), so
+# its usual path is SQLAlchemy Core: a handful of statements on columns, no ORM rows,
+# built once with bound parameters (building a statement and its cache key cost more
+# CPU than executing it). The rare moves (a run handed out for the first time, a run
+# back in contact) go through ``transition`` on ORM rows, as every other move does.
+_NODES = cast(Table, Node.__table__)
+_IFACES = cast(Table, Interface.__table__)
+_QUOTAS = cast(Table, SimQuota.__table__)
+_RUNS = cast(Table, Run.__table__)
+#: The node by its token hash, SET from the parameters' other keys (the node's figures).
+_BEAT = (update(_NODES).where(_NODES.c.token_hash == bindparam("b_token"))
+         .returning(_NODES.c.id, _NODES.c.country, _NODES.c.timezone, _NODES.c.maintenance,
+                    _NODES.c.clock_offset_s))
+#: The node's interfaces and their quota rows.
+_SIMS = (select(_IFACES.c.name, _IFACES.c.mcc_mnc, _QUOTAS.c.cap_bytes, _QUOTAS.c.reset_day,
+                _QUOTAS.c.margin)
+         .select_from(_IFACES.outerjoin(_QUOTAS, and_(_QUOTAS.c.node_id == _IFACES.c.node_id,
+                                                      _QUOTAS.c.interface == _IFACES.c.name)))
+         .where(_IFACES.c.node_id == bindparam("b_node")))
+#: One interface, SET from the parameters' other keys (executed for several at once).
+_IFACE = update(_IFACES).where(_IFACES.c.node_id == bindparam("b_node"),
+                               _IFACES.c.name == bindparam("b_name"))
+_QUOTA_ROWS = (select(_QUOTAS.c.interface, _QUOTAS.c.cap_bytes, _QUOTAS.c.reset_day,
+                      _QUOTAS.c.margin)
+               .where(_QUOTAS.c.node_id == bindparam("b_node"),
+                      _QUOTAS.c.interface.in_(bindparam("b_names", expanding=True))))
+#: The node's booked runs due by the horizon, earliest first.
+_DUE = (select(_RUNS.c.id, _RUNS.c.state, _RUNS.c.node_id, _RUNS.c.experiment, _RUNS.c.image,
+               _RUNS.c.parameters, _RUNS.c.interface, _RUNS.c.not_before, _RUNS.c.deadline,
+               _RUNS.c.forecast_bytes)
+        .where(_RUNS.c.node_id == bindparam("b_node"),
+               _RUNS.c.state.in_((RunState.SCHEDULED.value, RunState.ASSIGNED.value)),
+               _RUNS.c.not_before <= bindparam("b_horizon"))
+        .order_by(_RUNS.c.not_before, _RUNS.c.id)
+        .limit(bindparam("b_limit")))
+_HELD = (select(_RUNS.c.id, _RUNS.c.node_id, _RUNS.c.state)
+         .where(_RUNS.c.id.in_(bindparam("b_ids", expanding=True))))
+
+
+class _Beating(NamedTuple):
+    """The heartbeating node, as its heartbeat's UPDATE returns it."""
+
+    id: str
+    country: str
+    timezone: str
+    maintenance: bool
+    clock_offset_s: float | None
+
+
+def _beat(s: Session, token: str | None, body: wire.Heartbeat, now: datetime) -> _Beating:
+    """Authenticate the node by its token and record the heartbeat, in one UPDATE."""
+    values: dict[str, Any] = {
+        "b_token": node_token_hash(token), "last_heartbeat_at": now,
+        "clock_offset_s": body.clock_offset_s, "disk_free_bytes": body.disk_free_bytes,
+        "spooled_bundles": body.spooled_bundles}
+    if body.metadata is not None:
+        values["metadata_unavailable"] = dict(body.metadata.unavailable)
+    row = s.execute(_BEAT, values).one_or_none()
+    if row is None:
+        raise Unauthorized(UNKNOWN_NODE_TOKEN)
+    return _Beating(*row)
+
+
+def _beat_interfaces(s: Session, node_id: str, reports: list[wire.InterfaceReport],
+                     now: datetime) -> list[quotas.NodeSim]:
+    """Store the reported interfaces (new ones added, the others updated; those not
+    reported are kept) and return all the node's interfaces with their quota rows."""
+    sims = {name: quotas.NodeSim(name, mcc_mnc, None if cap is None else (cap, day, margin))
+            for name, mcc_mnc, cap, day, margin in s.execute(_SIMS, {"b_node": node_id})}
+    rows: list[dict[str, Any]] = [
+        {"mcc_mnc": r.operator.mcc_mnc, "operator_name": r.operator.name, "rat": r.rat,
+         "address": r.address, "up": r.up, "rx_bytes": r.rx_bytes, "tx_bytes": r.tx_bytes,
+         "modem_model": r.modem_model, "updated_at": now, "b_name": r.name}
+        for r in reports]
+    old = [row for row in rows if row["b_name"] in sims]
+    new = [row for row in rows if row["b_name"] not in sims]
+    if old:
+        s.execute(_IFACE, [{**row, "b_node": node_id} for row in old])
+        for row in old:
+            sims[row["b_name"]] = sims[row["b_name"]]._replace(mcc_mnc=row["mcc_mnc"])
+    if new:
+        names = [row.pop("b_name") for row in new]
+        s.execute(insert(_IFACES), [{**row, "node_id": node_id, "name": name}
+                                    for name, row in zip(names, new, strict=True)])
+        configured: dict[str, quotas.QuotaRow] = {
+            name: (cap, day, margin) for name, cap, day, margin in s.execute(
+                _QUOTA_ROWS, {"b_node": node_id, "b_names": names})}
+        for name, row in zip(names, new, strict=True):
+            sims[name] = quotas.NodeSim(name, row["mcc_mnc"], configured.get(name))
+    return list(sims.values())
+
+
 def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.HeartbeatReply:
     now = ctx.clock.now()
     interval = ctx.settings.health.heartbeat_interval_s
     with ctx.db.session() as s:
-        node = authenticate_node(s, token)
-        node.last_heartbeat_at = now
-        node.clock_offset_s = body.clock_offset_s
-        node.disk_free_bytes = body.disk_free_bytes
-        node.spooled_bundles = body.spooled_bundles
-        _update_interfaces(s, node, body.interfaces, now)
-        if body.metadata is not None:
-            node.metadata_unavailable = dict(body.metadata.unavailable)
-            if ctx.timeseries is not None:
-                _buffer_live_points(ctx, node, body.metadata)
+        node = _beat(s, token, body, now)
+        sims = _beat_interfaces(s, node.id, body.interfaces, now)
+        if body.metadata is not None and ctx.timeseries is not None:
+            _buffer_live_points(ctx, node, body.metadata)
         pending = set(body.pending_run_ids)
-        assignments, due = (([], []) if node.maintenance
-                            else _hand_out(ctx, s, node, now, pending))
+        assignments, due = (([], {}) if node.maintenance
+                            else _hand_out(ctx, s, node.id, now, pending))
         cancel: list[str] = []
         held_ids = set(body.running_run_ids) | pending
         if held_ids:
             # The runs it holds are mostly those just read as due: read only the others
-            known = {r.id: r for r in due if r.id in held_ids}
-            rest = held_ids - known.keys()
-            held = [*known.values(), *(s.scalars(select(Run).where(Run.id.in_(rest))).all()
-                                       if rest else ())]
-            for r in held:
-                if (r.id in body.running_run_ids and r.node_id == node.id
-                        and r.state == RunState.UNREACHABLE):
-                    transition(s, r, RunState.RUNNING,
-                               f"node {node.id} back in contact: the run is still running",
-                               source=f"node:{node.id}", at=now)
+            held = {rid: due[rid] for rid in held_ids if rid in due}
+            rest = held_ids - held.keys()
+            if rest:
+                held.update((rid, (run_node, state)) for rid, run_node, state in s.execute(
+                    _HELD, {"b_ids": list(rest)}))
+            back = [rid for rid, (run_node, state) in held.items()
+                    if rid in body.running_run_ids and run_node == node.id
+                    and state == RunState.UNREACHABLE]
+            for r in (s.scalars(select(Run).where(Run.id.in_(back))).all() if back else ()):
+                transition(s, r, RunState.RUNNING,
+                           f"node {node.id} back in contact: the run is still running",
+                           source=f"node:{node.id}", at=now)
+                held[r.id] = (r.node_id, r.state)
             # A run cancelled (or ended) while the node held it, e.g. while it was
             # offline: the node stops it, or drops it from its book.
             cancel = sorted(
-                r.id
-                for r in held
-                if r.node_id != node.id
-                or RunState(r.state) in (RunState.CANCELLED, RunState.FAILED, RunState.EXPIRED)
+                rid for rid, (run_node, state) in held.items()
+                if run_node != node.id
+                or RunState(state) in (RunState.CANCELLED, RunState.FAILED, RunState.EXPIRED)
             )
-        released = _release_dropped(s, node, body.dropped_run_ids, now)
-        sim_left = quotas.sim_left_for_node(s, ctx.settings, node, now)
+        released = _release_dropped(s, node.id, body.dropped_run_ids, now)
+        sim_left = quotas.sim_left_for_node(s, ctx.settings, node.id, node.timezone, sims, now)
         reply = wire.HeartbeatReply(
             server_time=now,
             heartbeat_interval_s=interval,
@@ -233,7 +329,7 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
     return reply
 
 
-def _release_dropped(s: Session, node: Node, dropped: list[str], now: datetime) -> int:
+def _release_dropped(s: Session, node_id: str, dropped: list[str], now: datetime) -> int:
     """Settle as not started each cancelled run whose reservation was held until its node
     said it dropped the run unstarted (``Heartbeat.dropped_run_ids``); ids of other
     nodes' runs, or of runs not cancelled or already settled, change nothing. Returns
@@ -242,46 +338,40 @@ def _release_dropped(s: Session, node: Node, dropped: list[str], now: datetime) 
         return 0
     released = 0
     for r in s.scalars(select(Run).where(Run.id.in_(dropped))).all():
-        if not releases_dropped(run_node=r.node_id, node_id=node.id,
+        if not releases_dropped(run_node=r.node_id, node_id=node_id,
                                 state=RunState(r.state), settled=r.settled_at is not None):
             continue
         if quotas.settle(s, r, at=now, started=False) is None:
             continue  # booked before quotas: nothing held
-        s.add(RunEvent(run_id=r.id, state=r.state, reason=dropped_note(node.id),
-                       source=f"node:{node.id}", at=now))
+        s.add(RunEvent(run_id=r.id, state=r.state, reason=dropped_note(node_id),
+                       source=f"node:{node_id}", at=now))
         released += 1
     return released
 
 
-def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,
-              pending: set[str]) -> tuple[list[wire.Assignment], list[Run]]:
+def _hand_out(ctx: Context, s: Session, node_id: str, now: datetime, pending: set[str]
+              ) -> tuple[list[wire.Assignment], dict[str, tuple[str, str]]]:
     """The node's schedule for the hand-out horizon: every booked run due within
     ``scheduling.handout_horizon_s``, earliest first, at most ``handout_max_runs``. Each
     becomes ``assigned``; those the node says it holds (``pending``) are not sent again,
     the others are (a lost reply loses nothing). Returns the assignments and the due
-    runs read."""
+    runs read (id: node, state)."""
     sched = ctx.settings.scheduling
     horizon = now + timedelta(seconds=sched.handout_horizon_s)
-    due = s.scalars(
-        select(Run)
-        .where(
-            Run.node_id == node.id,
-            Run.state.in_((RunState.SCHEDULED, RunState.ASSIGNED)),
-            Run.not_before <= horizon,
-        )
-        .order_by(Run.not_before, Run.id)
-        .limit(sched.handout_max_runs)
-    ).all()
+    due = s.execute(_DUE, {"b_node": node_id, "b_horizon": horizon,
+                           "b_limit": sched.handout_max_runs}).all()
+    states = {run.id: run.state for run in due}
+    scheduled = [run.id for run in due if run.state == RunState.SCHEDULED]
+    for row in (s.scalars(select(Run).where(Run.id.in_(scheduled))).all() if scheduled else ()):
+        if row.state == RunState.SCHEDULED:
+            # Conflict: moved meanwhile (another replica, the reaper, a cancel)
+            with contextlib.suppress(Conflict):
+                transition(s, row, RunState.ASSIGNED, "handed to the node on heartbeat",
+                           source="orchestrator", at=now)
+        states[row.id] = row.state
     out: list[wire.Assignment] = []
     for run in due:
-        if run.state == RunState.SCHEDULED:
-            try:
-                transition(s, run, RunState.ASSIGNED, "handed to the node on heartbeat",
-                           source="orchestrator", at=now)
-            except Conflict:  # moved meanwhile (another replica, the reaper, a cancel)
-                if run.state != RunState.ASSIGNED:
-                    continue
-        if run.id in pending:
+        if states[run.id] != RunState.ASSIGNED or run.id in pending:
             continue
         out.append(wire.Assignment(
             run_id=run.id,
@@ -293,4 +383,4 @@ def _hand_out(ctx: Context, s: Session, node: Node, now: datetime,
             deadline=run.deadline,
             max_bytes=run.forecast_bytes,
         ))
-    return out, list(due)
+    return out, {run.id: (run.node_id, states[run.id]) for run in due}

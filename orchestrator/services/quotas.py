@@ -14,9 +14,9 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Table, and_, bindparam, case, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.errors import Conflict, NotFound
@@ -62,8 +62,8 @@ def sim_key(node_id: str, interface: str, mcc_mnc: str) -> SimKey:
     return SimKey(NodeId(node_id), interface, mcc_mnc)
 
 
-#: Up to this many nodes, their quota rows are looked up by node (a heartbeat reads its
-#: node's three, not the fleet's 30,000); more, and the whole table is read once.
+#: Up to this many nodes, their quota rows are looked up by node (a few nodes read their
+#: own rows, not the fleet's 30,000); more, and the whole table is read once.
 _BY_NODE_UP_TO = 100
 
 
@@ -77,18 +77,30 @@ def _quota_rows(s: Session, nodes: Sequence[Node]) -> dict[tuple[str, str], SimQ
 def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKey, Quota]:
     nodes = list(nodes)
     rows = _quota_rows(s, nodes)
-    default = settings.scheduling.default_sim_cap_bytes
     out: dict[SimKey, Quota] = {}
     for node in nodes:
         for iface in node.interfaces:
-            key = sim_key(node.id, iface.name, iface.mcc_mnc)
             row = rows.get((node.id, iface.name))
-            if row is not None:
-                out[key] = Quota(key, row.cap_bytes, row.reset_day, row.margin, node.timezone)
-            elif default is not None:
-                out[key] = Quota(key, default, 1, settings.scheduling.quota_margin,
-                                 node.timezone)
+            quota = _quota(settings, sim_key(node.id, iface.name, iface.mcc_mnc), node.timezone,
+                           None if row is None else (row.cap_bytes, row.reset_day, row.margin))
+            if quota is not None:
+                out[quota.sim] = quota
     return out
+
+
+#: A SIM's configured quota row: cap bytes, reset day, margin.
+QuotaRow = tuple[int, int, float]
+
+
+def _quota(settings: Settings, key: SimKey, timezone: str, row: QuotaRow | None
+           ) -> Quota | None:
+    """The SIM's quota: its configured row, else the default cap if there is one."""
+    if row is not None:
+        return Quota(key, row[0], row[1], row[2], timezone)
+    default = settings.scheduling.default_sim_cap_bytes
+    if default is None:
+        return None
+    return Quota(key, default, 1, settings.scheduling.quota_margin, timezone)
 
 
 def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None,
@@ -200,39 +212,59 @@ def settle(s: Session, run: Run, *, at: datetime, target: RunState | None = None
     return done
 
 
-def sim_left_for_node(s: Session, settings: Settings, node: Node, now: datetime
-                      ) -> dict[str, int]:
-    """Per interface of ``node`` with a cap, the bytes the node may still move on that SIM
-    this period (``HeartbeatReply.sim_left_bytes``): the usable cap less what settled
+_RUNS = cast(Table, Run.__table__)
+#: Per SIM and period of a node, the bytes charged to its settled runs and those
+#: reserved by the runs not handed out yet: in Core, built once (it is read on every
+#: heartbeat).
+_SIM_SUMS = (
+    select(_RUNS.c.interface, _RUNS.c.mcc_mnc, _RUNS.c.reservation_period,
+           func.sum(case((_RUNS.c.settled_at.is_not(None), _RUNS.c.charged_bytes), else_=0)),
+           func.sum(case((and_(_RUNS.c.settled_at.is_(None),
+                               _RUNS.c.state == RunState.SCHEDULED.value),
+                          _RUNS.c.reserved_bytes), else_=0)))
+    .where(_RUNS.c.node_id == bindparam("b_node"),
+           _RUNS.c.interface.in_(bindparam("b_ifaces", expanding=True)),
+           _RUNS.c.reservation_period.in_(bindparam("b_periods", expanding=True)))
+    .group_by(_RUNS.c.interface, _RUNS.c.mcc_mnc, _RUNS.c.reservation_period))
+
+
+class NodeSim(NamedTuple):
+    """One interface of a node as a heartbeat sees it: its SIM and its quota row."""
+
+    interface: str
+    mcc_mnc: str
+    quota: QuotaRow | None
+
+
+def sim_left_for_node(s: Session, settings: Settings, node_id: str, timezone: str,
+                      sims: Sequence[NodeSim], now: datetime) -> dict[str, int]:
+    """Per interface of the node with a cap, the bytes the node may still move on that
+    SIM this period (``HeartbeatReply.sim_left_bytes``): the usable cap less what settled
     runs were charged, less the reservations of runs not handed to the node (still
     ``scheduled``, beyond the hand-out horizon). The reservations of the runs it holds
     are left in: those are what it will spend. The node keeps its local account from
-    this while offline (``node_agent.sim_account``). Only this node's rows are read: it
-    is answered on every heartbeat."""
-    quotas = _quotas(s, settings, [node])
-    periods = {iface.name: quota.period_at(now).start for iface in node.interfaces
-               if (quota := quotas.get(sim_key(node.id, iface.name, iface.mcc_mnc)))}
-    if not periods:
+    this while offline (``node_agent.sim_account``). ``sims`` are all the node's
+    interfaces with their quota rows (the heartbeat reads them in one query); only this
+    node's runs are summed: it is answered on every heartbeat."""
+    quotas = {sim.interface: quota for sim in sims
+              if (quota := _quota(settings, sim_key(node_id, sim.interface, sim.mcc_mnc),
+                                  timezone, sim.quota))}
+    if not quotas:
         return {}
+    periods = {name: quota.period_at(now).start for name, quota in quotas.items()}
     # One query for all the node's SIMs (it was two per SIM, on every heartbeat).
     sums = {(iface, mcc_mnc, period): (int(charged or 0), int(waiting or 0))
-            for iface, mcc_mnc, period, charged, waiting in s.execute(
-        select(Run.interface, Run.mcc_mnc, Run.reservation_period,
-               func.sum(case((Run.settled_at.is_not(None), Run.charged_bytes), else_=0)),
-               func.sum(case((and_(Run.settled_at.is_(None),
-                                   Run.state == RunState.SCHEDULED), Run.reserved_bytes),
-                             else_=0)))
-        .where(Run.node_id == node.id, Run.interface.in_(list(periods)),
-               Run.reservation_period.in_(set(periods.values())))
-        .group_by(Run.interface, Run.mcc_mnc, Run.reservation_period))}
+            for iface, mcc_mnc, period, charged, waiting in s.execute(_SIM_SUMS, {
+                "b_node": node_id, "b_ifaces": list(periods),
+                "b_periods": list(set(periods.values()))})}
     out: dict[str, int] = {}
-    for iface in node.interfaces:
-        key = sim_key(node.id, iface.name, iface.mcc_mnc)
-        quota = quotas.get(key)
+    for sim in sims:
+        quota = quotas.get(sim.interface)
         if quota is None:
             continue
-        charged, waiting = sums.get((iface.name, iface.mcc_mnc, periods[iface.name]), (0, 0))
-        out[iface.name] = max(0, quota.usable_bytes - charged - waiting)
+        charged, waiting = sums.get((sim.interface, sim.mcc_mnc, periods[sim.interface]),
+                                    (0, 0))
+        out[sim.interface] = max(0, quota.usable_bytes - charged - waiting)
     return out
 
 

@@ -1,5 +1,5 @@
 """Engine and session factory. SQLite gets WAL and a busy timeout so the API, the
-reaper and CLI can share one file; PostgreSQL needs nothing special."""
+reaper and CLI can share one file; PostgreSQL keeps its pool's connections open."""
 
 from __future__ import annotations
 
@@ -10,11 +10,20 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+#: Database connections per process (each uvicorn worker, each replica has its own).
+POOL_SIZE = 15
+
 
 def make_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    else:
+        # As many connections as before at most (SQLAlchemy's default: 5 kept and 10
+        # more opened when busy), but all 15 kept: each connection opened for a burst
+        # and closed after it cost a PostgreSQL backend's start (with 32 heartbeats in
+        # flight, 3.6 ms of PostgreSQL's CPU a heartbeat instead of 1.3 ms).
+        kwargs.update(pool_size=POOL_SIZE, max_overflow=0)
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
 
