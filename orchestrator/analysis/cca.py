@@ -21,8 +21,6 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scipy.stats import mannwhitneyu
-
 #: SINR bins, dB: 5 dB wide, labelled by their lower edge ("20-25 dB").
 SINR_BIN_DB = 5.0
 ALPHA = 0.05
@@ -107,6 +105,10 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] 
     side, or when every value is the same (no ranking to test: p would be 1 by fiat)."""
     if len(a) < MIN_EACH or len(b) < MIN_EACH or len({*a, *b}) < 2:
         return None
+    # Imported here: scipy.stats costs about a second of import, which every process
+    # start of the API (each replica, each worker) would pay for one page.
+    from scipy.stats import mannwhitneyu
+
     res = mannwhitneyu(list(a), list(b), alternative="two-sided")
     return float(res.statistic), float(res.pvalue)
 
