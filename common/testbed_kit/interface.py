@@ -11,8 +11,12 @@ from __future__ import annotations
 import fcntl
 import socket
 import struct
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 PROC_NET_DEV = Path("/proc/net/dev")
 #: ioctl(2) request for an interface's address (linux/sockios.h).
@@ -49,6 +53,26 @@ def interface_counters(interface: str, proc_net_dev: Path = PROC_NET_DEV) -> Cou
     if interface not in table:
         raise LookupError(f"interface {interface!r} not in {proc_net_dev} ({sorted(table)})")
     return table[interface]
+
+
+@contextmanager
+def step_cost(record: dict[str, Any], interface: str,
+              raw: Callable[[], list[str]]) -> Iterator[None]:
+    """A session step's record filled around its work, however the work ends: its end
+    time, what it cost on ``interface`` each way (the kernel's counters, what the SIM is
+    billed; nothing counted without an interface), the raw files it left (``raw()``),
+    and its error when it fails (re-raised), so a failed step still says what it spent."""
+    before = interface_counters(interface) if interface else Counters(0, 0)
+    try:
+        yield
+    except Exception as e:
+        record["error"] = str(e)
+        raise
+    finally:
+        after = interface_counters(interface) if interface else Counters(0, 0)
+        record.update(end=datetime.now(UTC).isoformat(),
+                      iface_rx_bytes=after.rx_bytes - before.rx_bytes,
+                      iface_tx_bytes=after.tx_bytes - before.tx_bytes, raw=raw())
 
 
 def ipv4_address(interface: str) -> str | None:

@@ -30,7 +30,7 @@ from steps import Step, session_steps
 
 from testbed_kit import abw_client, iperf3
 from testbed_kit.contract import ExperimentError, load_config, results_dir, run_experiment
-from testbed_kit.interface import Counters, interface_counters
+from testbed_kit.interface import step_cost
 from testbed_kit.results import write_result
 from testbed_kit.session import abw_run, session_figures, tat_run
 from testbed_kit.tat_result import Iperf3OutputError, parse_iperf3
@@ -160,26 +160,22 @@ def _step(config: dict[str, Any], step: Step, n: int, iface: str, out: Path,
           records: list[dict[str, Any]]) -> None:
     """Run one step and append its record; a failed step is recorded with its error
     (and what it cost on the interface) before the error ends the session."""
-    before = interface_counters(iface) if iface else Counters(0, 0)
     record: dict[str, Any] = {"kind": step.kind, "repetition": step.repetition,
                               "half": step.half, "method": step.method, "start": _now()}
+
+    def raw() -> list[str]:
+        return sorted(f.name for f in out.glob(f"*-{n}[-.]*") if f.name != f"tat-{n}.json")
+
     try:
-        if step.kind == "abw":
-            record["file"] = f"abw-{n}-{step.method}.jsonl"
-            abws.append(run_abw(config, step.method, out / record["file"]))
-        else:
-            record["file"] = f"tat-{n}.json"
-            record["tool"] = config["parameters"].get("tat_tool", "iperf3")
-            tats.append(run_tat(config, n, out))
-    except Exception as e:
-        record["error"] = str(e)
-        raise
+        with step_cost(record, iface, raw):
+            if step.kind == "abw":
+                record["file"] = f"abw-{n}-{step.method}.jsonl"
+                abws.append(run_abw(config, step.method, out / record["file"]))
+            else:
+                record["file"] = f"tat-{n}.json"
+                record["tool"] = config["parameters"].get("tat_tool", "iperf3")
+                tats.append(run_tat(config, n, out))
     finally:
-        after = interface_counters(iface) if iface else Counters(0, 0)
-        record.update(end=_now(), iface_rx_bytes=after.rx_bytes - before.rx_bytes,
-                      iface_tx_bytes=after.tx_bytes - before.tx_bytes,
-                      raw=sorted(f.name for f in out.glob(f"*-{n}[-.]*")
-                                 if f.name != f"tat-{n}.json"))
         records.append(record)
 
 

@@ -40,7 +40,7 @@ from testbed_kit.abw_tools import (
     summarise,
 )
 from testbed_kit.contract import ExperimentError, load_config, results_dir, run_experiment
-from testbed_kit.interface import Counters, interface_counters
+from testbed_kit.interface import step_cost
 from testbed_kit.results import write_result
 from testbed_kit.tat_result import Iperf3OutputError, parse_iperf3
 
@@ -126,19 +126,16 @@ def run_session(config: dict[str, Any], out: Path) -> dict[str, Any]:
         for step in steps:
             if step.index:
                 time.sleep(float(p["gap_s"]))
-            before = interface_counters(iface) if iface else Counters(0, 0)
             record: dict[str, Any] = {"index": step.index, "repetition": step.repetition,
                                       "kind": step.kind, "start": _now()}
+
+            def raw(index: int = step.index) -> list[str]:
+                return sorted(f.name for f in out.glob(f"*-{index}[-.]*"))
+
             try:
-                run_step(config, step, out, doc, record)
-            except Exception as e:
-                record["error"] = str(e)
-                raise
+                with step_cost(record, iface, raw):
+                    run_step(config, step, out, doc, record)
             finally:
-                after = interface_counters(iface) if iface else Counters(0, 0)
-                record.update(end=_now(), iface_rx_bytes=after.rx_bytes - before.rx_bytes,
-                              iface_tx_bytes=after.tx_bytes - before.tx_bytes,
-                              raw=sorted(f.name for f in out.glob(f"*-{step.index}[-.]*")))
                 doc["steps"].append(record)
             print(f"abw-tools: step {step.index} {step.kind} "
                   f"{step.cell.label if step.cell else ''}".rstrip(), file=sys.stderr)

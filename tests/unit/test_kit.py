@@ -4,6 +4,7 @@ result files, interface counters and the watched client process."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed_kit.contract import ExperimentError, load_config, run_experiment
-from testbed_kit.interface import Counters, interface_counters
+from testbed_kit.interface import Counters, interface_counters, step_cost
 from testbed_kit.results import write_raw, write_result
 from testbed_kit.watch import run_watched
 
@@ -31,6 +32,30 @@ def test_interface_counters_read_proc_net_dev(tmp_path: Path) -> None:
     assert interface_counters("op0", dev).total == 3000
     with pytest.raises(LookupError, match=r"'op9' not in .*\['lo', 'op0'\]"):
         interface_counters("op9", dev)
+
+
+def test_a_failed_step_still_records_its_error_its_files_and_its_cost(tmp_path: Path) -> None:
+    record: dict[str, object] = {"kind": "tat"}
+    (tmp_path / "tat-3.json").write_text("{}")
+    with pytest.raises(RuntimeError, match="server gone"), \
+            step_cost(record, "lo", lambda: sorted(f.name for f in tmp_path.iterdir())):
+        # Traffic on the interface while the step runs: it is counted.
+        with socket.create_server(("127.0.0.1", 0)) as server, \
+                socket.create_connection(server.getsockname()) as client:
+            client.sendall(b"x" * 10_000)
+        raise RuntimeError("server gone")
+    assert record["error"] == "server gone"
+    assert record["raw"] == ["tat-3.json"]
+    assert isinstance(record["iface_tx_bytes"], int) and record["iface_tx_bytes"] >= 10_000
+    assert "end" in record
+
+
+def test_without_an_interface_a_step_costs_nothing_counted() -> None:
+    record: dict[str, object] = {}
+    with step_cost(record, "", list):
+        pass
+    assert (record["iface_rx_bytes"], record["iface_tx_bytes"], record["raw"]) == (0, 0, [])
+    assert "error" not in record
 
 
 def test_config_file_then_environment_then_defaults(
