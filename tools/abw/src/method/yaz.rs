@@ -16,13 +16,14 @@
 //!   used, with `max_stream_s` and `min_size`, only at low rates so that
 //!   one stream stays short (our choice: 100 ms, 200-byte floor) and one
 //!   estimate stays within the 0.8-1.6 s latency the reference study saw.
-//! - `fine_width` 0.5, `fine_factor` 2 (ours, calibrated with bench/abw):
+//! - `fine_width` 0.5, `fine_factor` 1.5 (ours, calibrated with bench/abw):
 //!   while the bracket is wide (hi > 2 lo) its midpoint is far from A and
 //!   a base-length stream decides clearly; once it is narrower the streams
 //!   probe near A, where what the cross traffic did during that one stream
 //!   decides: under Poisson cross traffic the number of cross packets in a
 //!   window fluctuates like its square root, so a stream twice as long
-//!   halves the variance of the decision. Those streams are twice as long
+//!   halves the variance of the decision. Those streams are 1.5x as long
+//!   (2x before the guided search; 1.5x keeps an estimate under 0.5 MB)
 //!   (packets, and `max_stream_s` at low rates); at 100 Mbit/s that still
 //!   fits the byte budget, and a stream that would not fits at the base
 //!   length or ends the search.
@@ -95,7 +96,8 @@
 //! edge is probed again with long streams until two verdicts agree (the
 //! original and a re-test, or two re-tests); if the re-tests win, the
 //! edge goes back to where it was and the search goes on from there
-//! ([`super::bracket`]; at most `max_retests` = 2 rounds per estimate, and
+//! ([`super::bracket`]; at most `max_retests` = 1 round per estimate (2
+//! before the guided search, which makes fewer one-sided runs), and
 //! only while the byte budget leaves room for three more long streams;
 //! ours: in the bench nearly every estimate more than 20% off had
 //! converged on an edge set by one wrong early verdict, and a run of 3
@@ -168,7 +170,7 @@ impl Default for YazConfig {
             min_size: 200,
             max_stream_s: 0.1,
             fine_width: 0.5,
-            fine_factor: 2.0,
+            fine_factor: 1.5,
             mean_pause_s: 0.05,
             zeta: 0.05,
             significance: 0.7,
@@ -178,7 +180,7 @@ impl Default for YazConfig {
             train_len: 30,
             max_streams: 24,
             retest_run: 3,
-            max_retests: 2,
+            max_retests: 1,
             max_bytes: 960_000,
             lead_bytes: 3000,
             guided: true,
@@ -241,6 +243,12 @@ pub fn verdict(obs: &Observation, cap_bps: f64, cfg: &YazConfig) -> Verdict {
     }
 }
 
+/// Streams further above A than this (excess, i.e. (R - A)/R) give no
+/// guide: in bench/abw their readings under Poisson cross traffic were off
+/// by 25-50% (queue overflow, cross traffic pushed out), while those
+/// closer to A were within ~15%.
+pub const MAX_GUIDE_EXCESS: f64 = 0.5;
+
 /// The decision boundary R* = A / (1 - zeta) that an "above" stream at
 /// `rate` points to in the fluid model of one FIFO bottleneck: its excess
 /// is (R - A)/R, so A = R (1 - excess). `None` without a usable excess.
@@ -256,7 +264,7 @@ pub fn verdict(obs: &Observation, cap_bps: f64, cfg: &YazConfig) -> Verdict {
 /// the estimate, so a noisy reading costs a stream, not accuracy.
 pub fn guide_from(rate: f64, v: &Verdict, zeta: f64) -> Option<f64> {
     let e = v.excess;
-    (e.is_finite() && e > 0.0 && e < 1.0 && v.loss <= 0.5)
+    (e.is_finite() && e > 0.0 && e < MAX_GUIDE_EXCESS && v.loss <= 0.1)
         .then(|| rate * (1.0 - e) / (1.0 - zeta.clamp(0.0, 0.5)))
 }
 
@@ -345,8 +353,9 @@ impl Yaz {
     /// stream just above it (g (1 + h)) or just below it (g (1 - h)),
     /// h = 0.4 x resolution, on the side whose edge is farther from g, so
     /// that two verdicts that agree with g close the bracket to
-    /// 0.8 x resolution around it; the midpoint when there is no usable
-    /// guide, or when one bisection step converges anyway.
+    /// 0.8 x resolution around it, but never closer than a fifth of the
+    /// bracket to its edges; the midpoint when there is no usable guide,
+    /// or when one bisection step converges anyway.
     fn guided_rate(&self) -> f64 {
         let (lo, hi) = (self.bracket.lo(), self.bracket.hi());
         let mid = self.bracket.mid().max(self.cfg.bounds.min_bps);
@@ -366,13 +375,17 @@ impl Yaz {
             return mid;
         };
         let h = 0.4 * r;
-        let (up, down) = (g * (1.0 + h), g * (1.0 - h));
-        let (up_ok, down_ok) = (up < hi, down > lo);
-        match (up_ok, down_ok) {
-            (true, true) if hi - g >= g - lo => up,
-            (_, true) => down,
-            (true, false) => up,
-            (false, false) => mid,
+        // safeguard: stay a fifth of the bracket away from its edges, so
+        // that a wrong guide still shrinks the bracket by a fifth
+        let w = hi - lo;
+        let (up, down) = (
+            (g * (1.0 + h)).clamp(lo + 0.2 * w, hi - 0.2 * w),
+            (g * (1.0 - h)).clamp(lo + 0.2 * w, hi - 0.2 * w),
+        );
+        if hi - g >= g - lo {
+            up
+        } else {
+            down
         }
     }
 
