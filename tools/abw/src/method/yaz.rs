@@ -249,6 +249,10 @@ pub fn verdict(obs: &Observation, cap_bps: f64, cfg: &YazConfig) -> Verdict {
 /// closer to A were within ~15%.
 pub const MAX_GUIDE_EXCESS: f64 = 0.5;
 
+/// Guided streams whose verdict may contradict the guide before the search
+/// falls back to bisection.
+pub const MAX_MISSES: usize = 2;
+
 /// The decision boundary R* = A / (1 - zeta) that an "above" stream at
 /// `rate` points to in the fluid model of one FIFO bottleneck: its excess
 /// is (R - A)/R, so A = R (1 - excess). `None` without a usable excess.
@@ -296,6 +300,11 @@ pub struct Yaz {
     /// Guided search: the decision boundary R* read from the last "above"
     /// stream ([`guide_from`]).
     guide: Option<f64>,
+    /// Guided search: the pending stream was placed by the guide and
+    /// expected this verdict ("above" when placed above it).
+    expect_above: Option<bool>,
+    /// Guided streams whose verdict went the other way.
+    misses: usize,
     probed_min: bool,
     bytes: u64,
     history: Vec<Value>,
@@ -319,6 +328,8 @@ impl Yaz {
             any_below: false,
             any_above: false,
             guide: None,
+            expect_above: None,
+            misses: 0,
             probed_min: false,
             bytes: 0,
             history: Vec::new(),
@@ -353,9 +364,11 @@ impl Yaz {
     /// stream just above it (g (1 + h)) or just below it (g (1 - h)),
     /// h = 0.4 x resolution, on the side whose edge is farther from g, so
     /// that two verdicts that agree with g close the bracket to
-    /// 0.8 x resolution around it, but never closer than a fifth of the
-    /// bracket to its edges; the midpoint when there is no usable guide,
-    /// or when one bisection step converges anyway.
+    /// 0.8 x resolution around it; the midpoint when there is no usable
+    /// guide (none yet, or `MAX_MISSES` guided streams already went the
+    /// other way: the verdicts near A are coin flips, and bisection then
+    /// shrinks the bracket faster), or when one bisection step converges
+    /// anyway.
     fn guided_rate(&self) -> f64 {
         let (lo, hi) = (self.bracket.lo(), self.bracket.hi());
         let mid = self.bracket.mid().max(self.cfg.bounds.min_bps);
@@ -371,21 +384,17 @@ impl Yaz {
         if hi - lo <= 2.0 * r * hi {
             return mid;
         }
-        let Some(g) = self.guide.filter(|g| *g > lo && *g < hi) else {
+        let usable = |g: &f64| *g > lo && *g < hi && self.misses < MAX_MISSES;
+        let Some(g) = self.guide.filter(usable) else {
             return mid;
         };
         let h = 0.4 * r;
-        // safeguard: stay a fifth of the bracket away from its edges, so
-        // that a wrong guide still shrinks the bracket by a fifth
-        let w = hi - lo;
-        let (up, down) = (
-            (g * (1.0 + h)).clamp(lo + 0.2 * w, hi - 0.2 * w),
-            (g * (1.0 - h)).clamp(lo + 0.2 * w, hi - 0.2 * w),
-        );
-        if hi - g >= g - lo {
-            up
-        } else {
-            down
+        let (up, down) = (g * (1.0 + h), g * (1.0 - h));
+        match (up < hi, down > lo) {
+            (true, true) if hi - g >= g - lo => up,
+            (_, true) => down,
+            (true, false) => up,
+            (false, false) => mid,
         }
     }
 
@@ -439,7 +448,11 @@ impl Method for Yaz {
                     .or_else(|| self.bracket.stale(self.cfg.retest_run).filter(can_retest));
                 let mut rate = match retest {
                     Some(side) => self.bracket.edge(side),
-                    None if self.cfg.guided => self.guided_rate(),
+                    None if self.cfg.guided => {
+                        let rate = self.guided_rate();
+                        self.expect_above = self.guide.filter(|_| self.streams > 0).map(|g| rate > g);
+                        rate
+                    }
                     None => self.bracket.mid().max(self.cfg.bounds.min_bps),
                 };
                 if retest.is_none() && (self.converged() || self.streams >= self.cfg.max_streams) {
@@ -499,6 +512,7 @@ impl Method for Yaz {
             Phase::Search => {
                 let rate = self.pending.take().unwrap_or(spec.rate_bps);
                 self.streams += 1;
+                let expected = self.expect_above.take();
                 let cap = self.adr.unwrap_or(rate);
                 let v = verdict(obs, cap, &self.cfg);
                 self.history.push(json!({
@@ -529,6 +543,9 @@ impl Method for Yaz {
                         self.round = None;
                     }
                     return;
+                }
+                if expected.is_some_and(|e| e != v.above) {
+                    self.misses += 1;
                 }
                 if v.above {
                     if rate <= self.cfg.bounds.min_bps * (1.0 + 1e-9) {
