@@ -81,9 +81,10 @@
 //! model's distance above A ([`guide_from`]: A = R (1 - excess)); the next
 //! stream goes just above or just below that guide (0.4 x resolution from
 //! it), so two verdicts that agree with the guide close the bracket. When
-//! there is no usable guide (no "above" yet, or the verdicts contradicted
-//! it), or when one bisection step converges anyway, the stream goes at the
-//! bracket's midpoint (plain bisection, `--bisect`, does that always). Why
+//! there is no usable guide (no "above" yet, the guide outside the
+//! bracket, or two guided streams already went the other way), or when one
+//! bisection step converges anyway, the stream goes at the bracket's
+//! midpoint (plain bisection, `--bisect`, does that always). Why
 //! (ours, bench/abw): bisection from [min_bps, 1.2 ADR] to a 5% bracket
 //! took 5-7 streams plus re-tests per estimate (~0.7 MB, ~1 s at RTT 0,
 //! 2-3 s at 1-3 Mbit/s with long RTTs, where each stream also costs an
