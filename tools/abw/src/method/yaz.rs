@@ -101,7 +101,7 @@
 //! ours: in the bench nearly every estimate more than 20% off had
 //! converged on an edge set by one wrong early verdict, and a run of 3
 //! costs a re-test in a minority of clean searches only). The search also stops with
-//! the current bracket before exceeding `max_bytes` (960 kB including the
+//! the current bracket before exceeding `max_bytes` (990 kB including the
 //! train, to keep an estimate under 1 MB of probe traffic); when every
 //! verdict was "above", one stream at `min_bps` decides between "A is
 //! below min_bps" (`link_too_slow`) and the lowest bracket. The decision
@@ -180,7 +180,7 @@ impl Default for YazConfig {
             max_streams: 24,
             retest_run: 3,
             max_retests: 2,
-            max_bytes: 960_000,
+            max_bytes: 990_000,
             lead_bytes: 3000,
             guided: true,
             first_fraction: 0.9,
