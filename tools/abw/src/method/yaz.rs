@@ -404,8 +404,16 @@ impl Yaz {
 
     fn finish(&self) -> Estimate {
         let k = 1.0 - self.cfg.zeta.clamp(0.0, 0.5);
+        // A search that the byte budget or the stream limit ended before
+        // the bracket converged: the guide, where it lies inside the
+        // bracket, is a better point than the bracket's midpoint.
+        let (lo, hi) = (self.bracket.lo(), self.bracket.hi());
+        let point = match self.guide {
+            Some(g) if self.cfg.guided && !self.converged() && g > lo && g < hi => g,
+            _ => self.bracket.mid(),
+        };
         Estimate {
-            estimate_bps: self.bracket.mid() * k,
+            estimate_bps: point * k,
             low_bps: Some(self.bracket.lo() * k),
             high_bps: Some(self.bracket.hi() * k),
             detail: json!({
