@@ -283,7 +283,8 @@ impl Session {
         c.bytes_sent += obs.sent as u64 * spec.size as u64;
         c.packets_received += obs.rx.len() as u64;
         c.bytes_received += obs.rx.len() as u64 * spec.size as u64;
-        Ok(obs)
+        // the lead-in costs bytes (counted above) but is not measured
+        Ok(obs.without_lead(spec.lead))
     }
 
     /// Run one estimate with `method`.

@@ -130,6 +130,17 @@ struct SendArgs {
     /// YazConfig's).
     #[arg(long)]
     max_bytes: Option<u64>,
+    /// yaz: bytes sent back to back ahead of every stream and train, not
+    /// measured (spend a token-bucket shaper's burst first; 0: none;
+    /// default: YazConfig's).
+    #[arg(long)]
+    lead_bytes: Option<usize>,
+    /// yaz: plain bisection of the rate instead of the guided search.
+    #[arg(long)]
+    bisect: bool,
+    /// yaz: re-test rounds per estimate at most (default: YazConfig's).
+    #[arg(long)]
+    max_retests: Option<usize>,
     /// pathload: streams per fleet.
     #[arg(long, default_value_t = 12)]
     fleet_len: usize,
@@ -207,6 +218,9 @@ fn make_method(a: &SendArgs, rng: Rng, rtt_s: f64) -> Result<Box<dyn Method>, Ab
                     resolution: a.resolution,
                     train_len: a.train_len.max(2),
                     max_bytes: a.max_bytes.unwrap_or(d.max_bytes),
+                    lead_bytes: a.lead_bytes.unwrap_or(d.lead_bytes),
+                    guided: !a.bisect,
+                    max_retests: a.max_retests.unwrap_or(d.max_retests),
                     bounds,
                     ..d
                 },

@@ -28,6 +28,22 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// The observation of the measured stream alone: the first `lead`
+    /// packets (a lead-in, see [`crate::method::ProbeSpec::with_lead`])
+    /// removed and the sequence numbers shifted down by `lead`.
+    pub fn without_lead(mut self, lead: usize) -> Observation {
+        if lead == 0 {
+            return self;
+        }
+        let lead = lead as u32;
+        self.sent = self.sent.saturating_sub(lead);
+        self.rx.retain(|r| r.seq >= lead);
+        for r in &mut self.rx {
+            r.seq -= lead;
+        }
+        self
+    }
+
     /// Fraction of sent packets not received.
     pub fn loss(&self) -> f64 {
         if self.sent == 0 {
@@ -289,6 +305,16 @@ mod tests {
         assert!(synth::fluid(5, 1400, 5e6, 20e6, 0.0)
             .trend_noise()
             .is_none());
+    }
+
+    #[test]
+    fn lead_is_removed() {
+        let o = synth::fluid(10, 1400, 5e6, 20e6, 0.0);
+        let s = o.clone().without_lead(3);
+        assert_eq!((s.sent, s.rx.len()), (7, 7));
+        assert_eq!(s.rx[0].seq, 0);
+        assert_eq!(s.rx[0].send_ns, o.rx[3].send_ns);
+        assert_eq!(o.clone().without_lead(0), o);
     }
 
     #[test]

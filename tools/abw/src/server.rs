@@ -164,7 +164,7 @@ fn handle(conn: TcpStream, sh: &Shared) {
                         })?;
                         continue;
                     };
-                    let spec = ProbeSpec { size, offsets_ns, pause_s: 0.0, rate_bps: 0.0 };
+                    let spec = ProbeSpec { size, offsets_ns, pause_s: 0.0, rate_bps: 0.0, lead: 0 };
                     if !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(&size)
                         || spec.offsets_ns.is_empty()
                         || spec.offsets_ns.len() > MAX_STREAM_PACKETS

@@ -116,6 +116,7 @@ impl Spruce {
             offsets_ns: offs,
             pause_s: 0.0,
             rate_bps: c.capacity_bps,
+            lead: 0,
         }
     }
 }

@@ -46,6 +46,10 @@
 //!   ([`Observation::spacing_difference`]: group medians of the first and
 //!   last fifth of the stream instead of the two end packets), so that one
 //!   packet delayed by a burst or by the host's scheduler cannot decide.
+//! - `lead_bytes` 3000: every train and stream is preceded by this many
+//!   bytes sent back to back and not measured, which spends a token-bucket
+//!   shaper's burst before the measured packets ([`ProbeSpec::with_lead`]
+//!   says why and where the figure comes from).
 //! - `loss_threshold` 10%: a stream that loses more than this is taken as
 //!   above A (buffer overflow); our choice, pathload uses the same 10% for
 //!   aborting a fleet.
@@ -70,9 +74,24 @@
 //! R* = A/(1 - zeta), so the reported estimate and range are the final
 //! bracket scaled by (1 - zeta).
 //!
-//! Search: bisection on [lo, hi] with lo = `min_bps`, hi = 1.2 x ADR; if the
-//! bracket closes on that initial hi without any "above" verdict it is
-//! widened by 1.5x (the train underestimated). After a run of
+//! Search (guided, the default): the bracket [lo, hi] starts as
+//! [`min_bps`, 1.2 x ADR]; the first stream goes at `first_fraction` (0.9)
+//! of the ADR, and every "above" stream's excess is read as the fluid
+//! model's distance above A ([`guide_from`]: A = R (1 - excess)); the next
+//! stream goes just above or just below that guide (0.4 x resolution from
+//! it), so two verdicts that agree with the guide close the bracket. When
+//! there is no usable guide (no "above" yet, the guide outside the
+//! bracket, or two guided streams already went the other way), or when one
+//! bisection step converges anyway, the stream goes at the bracket's
+//! midpoint (plain bisection, `--bisect`, does that always). Why
+//! (ours, bench/abw): bisection from [min_bps, 1.2 ADR] to a 5% bracket
+//! took 5-7 streams plus re-tests per estimate (~0.7 MB, ~1 s at RTT 0,
+//! 2-3 s at 1-3 Mbit/s with long RTTs, where each stream also costs an
+//! RTT for its report); the guided search needs 3-4 when the guide is
+//! right, and the bracket of verdicts stays the estimate, so a wrong guide
+//! costs streams, not accuracy. Widening: if the bracket closes on the
+//! initial hi without any "above" verdict it is widened by 1.5x (the
+//! train underestimated). After a run of
 //! `retest_run` (3) verdicts that all moved one edge, the other, stale
 //! edge is probed again with long streams until two verdicts agree (the
 //! original and a re-test, or two re-tests); if the re-tests win, the
@@ -82,7 +101,7 @@
 //! ours: in the bench nearly every estimate more than 20% off had
 //! converged on an edge set by one wrong early verdict, and a run of 3
 //! costs a re-test in a minority of clean searches only). The search also stops with
-//! the current bracket before exceeding `max_bytes` (960 kB including the
+//! the current bracket before exceeding `max_bytes` (990 kB including the
 //! train, to keep an estimate under 1 MB of probe traffic); when every
 //! verdict was "above", one stream at `min_bps` decides between "A is
 //! below min_bps" (`link_too_slow`) and the lowest bracket. The decision
@@ -127,6 +146,17 @@ pub struct YazConfig {
     /// Probe bytes (IP) one estimate may send; the search stops with the
     /// current bracket before a stream that would exceed it.
     pub max_bytes: u64,
+    /// Guided search (see the module doc): the next rate comes from the
+    /// fluid model's reading of the last "above" stream's excess instead
+    /// of the bracket's midpoint; false: plain bisection.
+    pub guided: bool,
+    /// Fraction of the train's dispersion rate at which a guided search
+    /// sends its first stream.
+    pub first_fraction: f64,
+    /// Bytes sent back to back ahead of every train and stream (not
+    /// measured): spends a token-bucket shaper's burst before the
+    /// measured packets ([`ProbeSpec::with_lead`]); 0 disables it.
+    pub lead_bytes: usize,
     pub bounds: RateBounds,
 }
 
@@ -150,7 +180,10 @@ impl Default for YazConfig {
             max_streams: 24,
             retest_run: 3,
             max_retests: 2,
-            max_bytes: 960_000,
+            max_bytes: 990_000,
+            lead_bytes: 3000,
+            guided: true,
+            first_fraction: 0.9,
             bounds: RateBounds {
                 min_bps: 100e3,
                 max_bps: 1e9,
@@ -209,6 +242,35 @@ pub fn verdict(obs: &Observation, cap_bps: f64, cfg: &YazConfig) -> Verdict {
     }
 }
 
+/// Streams further above A than this (excess, i.e. (R - A)/R) give no
+/// guide: in bench/abw their readings under Poisson cross traffic were off
+/// by 25-50% (queue overflow, cross traffic pushed out), while those
+/// closer to A were within ~15%.
+pub const MAX_GUIDE_EXCESS: f64 = 0.5;
+
+/// Guided streams whose verdict may contradict the guide before the search
+/// falls back to bisection.
+pub const MAX_MISSES: usize = 2;
+
+/// The decision boundary R* = A / (1 - zeta) that an "above" stream at
+/// `rate` points to in the fluid model of one FIFO bottleneck: its excess
+/// is (R - A)/R, so A = R (1 - excess). `None` without a usable excess.
+///
+/// Why (the guided search): a verdict "above" carries more than its sign;
+/// how far the stream's delays climbed says how far above A it was. TOPP
+/// (Melander, Björkman, Gunningberg, "A new end-to-end probing and
+/// analysis method for estimating bandwidth bottlenecks", Globecom 2000)
+/// and BART (Ekelin et al., "Real-time measurement of end-to-end available
+/// bandwidth using Kalman filtering", NOMS 2006) estimate A from the same
+/// linear relation between the probe rate and the strain above A; we use
+/// it only to place the next stream, and the bracket of verdicts stays
+/// the estimate, so a noisy reading costs a stream, not accuracy.
+pub fn guide_from(rate: f64, v: &Verdict, zeta: f64) -> Option<f64> {
+    let e = v.excess;
+    (e.is_finite() && e > 0.0 && e < MAX_GUIDE_EXCESS && v.loss <= 0.1)
+        .then(|| rate * (1.0 - e) / (1.0 - zeta.clamp(0.0, 0.5)))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Train,
@@ -234,6 +296,14 @@ pub struct Yaz {
     retests: usize,
     any_below: bool,
     any_above: bool,
+    /// Guided search: the decision boundary R* read from the last "above"
+    /// stream ([`guide_from`]).
+    guide: Option<f64>,
+    /// Guided search: the pending stream was placed by the guide and
+    /// expected this verdict ("above" when placed above it).
+    expect_above: Option<bool>,
+    /// Guided streams whose verdict went the other way.
+    misses: usize,
     probed_min: bool,
     bytes: u64,
     history: Vec<Value>,
@@ -256,6 +326,9 @@ impl Yaz {
             retests: 0,
             any_below: false,
             any_above: false,
+            guide: None,
+            expect_above: None,
+            misses: 0,
             probed_min: false,
             bytes: 0,
             history: Vec::new(),
@@ -285,10 +358,62 @@ impl Yaz {
         )
     }
 
+    /// Next rate of a guided search: the first stream at `first_fraction`
+    /// of the train's rate; then, with a guide g inside the bracket, a
+    /// stream just above it (g (1 + h)) or just below it (g (1 - h)),
+    /// h = 0.4 x resolution, on the side whose edge is farther from g, so
+    /// that two verdicts that agree with g close the bracket to
+    /// 0.8 x resolution around it; the midpoint when there is no usable
+    /// guide (none yet, or `MAX_MISSES` guided streams already went the
+    /// other way: the verdicts near A are coin flips, and bisection then
+    /// shrinks the bracket faster), or when one bisection step converges
+    /// anyway.
+    fn guided_rate(&self) -> f64 {
+        let (lo, hi) = (self.bracket.lo(), self.bracket.hi());
+        let mid = self.bracket.mid().max(self.cfg.bounds.min_bps);
+        if self.streams == 0 {
+            if let Some(adr) = self.adr {
+                let first = adr * self.cfg.first_fraction;
+                if first > lo && first < hi {
+                    return first;
+                }
+            }
+        }
+        let r = self.cfg.resolution;
+        if hi - lo <= 2.0 * r * hi {
+            return mid;
+        }
+        let usable = |g: &f64| *g > lo && *g < hi && self.misses < MAX_MISSES;
+        let Some(g) = self.guide.filter(usable) else {
+            return mid;
+        };
+        let h = 0.4 * r;
+        let (up, down) = (g * (1.0 + h), g * (1.0 - h));
+        match (up < hi, down > lo) {
+            (true, true) if hi - g >= g - lo => up,
+            (_, true) => down,
+            (true, false) => up,
+            (false, false) => mid,
+        }
+    }
+
+    /// IP bytes of a stream of `n` packets of `size` with its lead-in.
+    fn cost(&self, (n, size): (usize, usize)) -> u64 {
+        ((n + self.cfg.lead_bytes.div_ceil(size)) * size) as u64
+    }
+
     fn finish(&self) -> Estimate {
         let k = 1.0 - self.cfg.zeta.clamp(0.0, 0.5);
+        // A search that the byte budget or the stream limit ended before
+        // the bracket converged: the guide, where it lies inside the
+        // bracket, is a better point than the bracket's midpoint.
+        let (lo, hi) = (self.bracket.lo(), self.bracket.hi());
+        let point = match self.guide {
+            Some(g) if self.cfg.guided && !self.converged() && g > lo && g < hi => g,
+            _ => self.bracket.mid(),
+        };
         Estimate {
-            estimate_bps: self.bracket.mid() * k,
+            estimate_bps: point * k,
             low_bps: Some(self.bracket.lo() * k),
             high_bps: Some(self.bracket.hi() * k),
             detail: json!({
@@ -307,26 +432,34 @@ impl Method for Yaz {
             return Step::Fail(e);
         }
         match self.phase {
-            Phase::Train => Step::Probe(ProbeSpec::periodic(
-                self.cfg.train_len,
-                self.cfg.size,
-                self.cfg.bounds.max_bps,
-                0.0,
-            )),
+            Phase::Train => Step::Probe(
+                ProbeSpec::periodic(
+                    self.cfg.train_len,
+                    self.cfg.size,
+                    self.cfg.bounds.max_bps,
+                    0.0,
+                )
+                .with_lead(self.cfg.lead_bytes),
+            ),
             Phase::Search => {
                 let wide = self.bracket.lo() < self.bracket.hi() * (1.0 - self.cfg.fine_width);
                 let can_retest = |side: &Side| {
-                    let (n, size) = self.shape(self.bracket.edge(*side), true);
+                    let long = self.cost(self.shape(self.bracket.edge(*side), true));
                     // room for the re-test, a tie-break and one more stream
                     self.retests < self.cfg.max_retests
                         && self.streams < self.cfg.max_streams
-                        && self.bytes + 3 * (n * size) as u64 <= self.cfg.max_bytes
+                        && self.bytes + 3 * long <= self.cfg.max_bytes
                 };
                 let retest = self
                     .round
                     .or_else(|| self.bracket.stale(self.cfg.retest_run).filter(can_retest));
                 let mut rate = match retest {
                     Some(side) => self.bracket.edge(side),
+                    None if self.cfg.guided => {
+                        let rate = self.guided_rate();
+                        self.expect_above = self.guide.filter(|_| self.streams > 0).map(|g| rate > g);
+                        rate
+                    }
                     None => self.bracket.mid().max(self.cfg.bounds.min_bps),
                 };
                 if retest.is_none() && (self.converged() || self.streams >= self.cfg.max_streams) {
@@ -340,9 +473,7 @@ impl Method for Yaz {
                 // Long streams near A (a narrow bracket, and re-tests);
                 // if a long one no longer fits the byte budget, a
                 // base-length one may.
-                let fits = |(n, size): (usize, usize)| {
-                    self.bytes + (n * size) as u64 <= self.cfg.max_bytes
-                };
+                let fits = |shape: (usize, usize)| self.bytes + self.cost(shape) <= self.cfg.max_bytes;
                 let long = self.shape(rate, retest.is_some() || !wide);
                 let (n, size) = if fits(long) {
                     long
@@ -358,7 +489,7 @@ impl Method for Yaz {
                 self.round = retest;
                 self.pending = Some(rate);
                 let pause = self.rng.exponential(self.cfg.mean_pause_s);
-                Step::Probe(ProbeSpec::periodic(n, size, rate, pause))
+                Step::Probe(ProbeSpec::periodic(n, size, rate, pause).with_lead(self.cfg.lead_bytes))
             }
         }
     }
@@ -379,7 +510,7 @@ impl Method for Yaz {
                         self.fail = Some(AbwError::NoProbes(format!(
                             "{} trains of {} packets: at most {} packet(s) of one arrived",
                             self.train_tries,
-                            spec.offsets_ns.len(),
+                            spec.offsets_ns.len() - spec.lead,
                             obs.rx.len()
                         )));
                     }
@@ -388,11 +519,12 @@ impl Method for Yaz {
             Phase::Search => {
                 let rate = self.pending.take().unwrap_or(spec.rate_bps);
                 self.streams += 1;
+                let expected = self.expect_above.take();
                 let cap = self.adr.unwrap_or(rate);
                 let v = verdict(obs, cap, &self.cfg);
                 self.history.push(json!({
                     "rate_bps": rate.round(),
-                    "packets": spec.offsets_ns.len(),
+                    "packets": spec.offsets_ns.len() - spec.lead,
                     "size": spec.size,
                     "distortion": if v.distortion.is_finite() { json!(v.distortion) } else { Value::Null },
                     "excess": if v.excess.is_finite() { json!(v.excess) } else { Value::Null },
@@ -419,6 +551,9 @@ impl Method for Yaz {
                     }
                     return;
                 }
+                if expected.is_some_and(|e| e != v.above) {
+                    self.misses += 1;
+                }
                 if v.above {
                     if rate <= self.cfg.bounds.min_bps * (1.0 + 1e-9) {
                         self.fail = Some(AbwError::LinkTooSlow { rate_bps: rate });
@@ -426,6 +561,7 @@ impl Method for Yaz {
                     }
                     self.bracket.above(rate);
                     self.any_above = true;
+                    self.guide = guide_from(rate, &v, self.cfg.zeta).or(self.guide);
                 } else {
                     self.any_below = true;
                     self.bracket.below(rate);
@@ -465,6 +601,9 @@ impl Method for Yaz {
             "retest_run": c.retest_run,
             "max_retests": c.max_retests,
             "max_bytes": c.max_bytes,
+            "lead_bytes": c.lead_bytes,
+            "guided": c.guided,
+            "first_fraction": c.first_fraction,
             "min_rate_bps": c.bounds.min_bps,
             "max_rate_bps": c.bounds.max_bps,
         })
@@ -495,7 +634,9 @@ mod tests {
                 Step::Probe(p) => {
                     // a train at max rate behaves like a stream at max rate
                     let x = if Some(i) == lie { 0.0 } else { cross };
-                    let o = fluid(p.offsets_ns.len() as u32, p.size, p.rate_bps, cap, x);
+                    // (the client strips the lead-in before the method sees it)
+                    let n = (p.offsets_ns.len() - p.lead) as u32;
+                    let o = fluid(n, p.size, p.rate_bps, cap, x);
                     m.observe(&p, &o);
                 }
                 Step::Done(e) => return Ok(e),
@@ -526,24 +667,71 @@ mod tests {
         }
     }
 
+    fn streams(e: &Estimate) -> usize {
+        e.detail["decisions"].as_array().map_or(0, |d| d.len())
+    }
+
     #[test]
-    fn recovers_from_one_wrong_early_verdict() {
-        // A = 20 of 100 Mbit/s; the first search stream (60 Mbit/s) is
-        // wrongly "below", which plain bisection never undoes
-        let plain = YazConfig {
-            max_retests: 0,
+    fn guided_search_needs_fewer_streams_than_bisection() {
+        let bisect = YazConfig {
+            guided: false,
             ..YazConfig::default()
         };
-        let e = run_lying(plain, 100e6, 80e6, Some(1)).unwrap();
-        assert!(e.estimate_bps > 40e6, "plain bisection: {}", e.estimate_bps);
-        let e = run_lying(YazConfig::default(), 100e6, 80e6, Some(1)).unwrap();
-        let rel = (e.estimate_bps - 20e6) / 20e6;
-        assert!(
-            rel.abs() < 0.2,
-            "est {} rel {rel} {}",
-            e.estimate_bps,
-            e.detail
-        );
+        let (mut guided_total, mut bisect_total) = (0, 0);
+        for (cap, cross) in [(10e6, 4e6), (100e6, 80e6), (2e6, 1.6e6), (50e6, 10e6)] {
+            let g = run(YazConfig::default(), cap, cross).unwrap();
+            let b = run(bisect.clone(), cap, cross).unwrap();
+            let a = cap - cross;
+            assert!(((g.estimate_bps - a) / a).abs() < 0.06, "guided {} vs {a}", g.estimate_bps);
+            assert!(streams(&g) <= 5, "{cap} {cross}: {}", g.detail);
+            guided_total += streams(&g);
+            bisect_total += streams(&b);
+        }
+        assert!(guided_total < bisect_total, "{guided_total} vs {bisect_total}");
+    }
+
+    #[test]
+    fn guide_reads_the_fluid_excess() {
+        // an "above" stream at 10 Mbit/s with excess 0.2: A = 8, R* = 8/0.95
+        let v = Verdict {
+            above: true,
+            distortion: 0.2,
+            excess: 0.2,
+            noise: 0.0,
+            loss: 0.0,
+        };
+        let g = guide_from(10e6, &v, 0.05).unwrap();
+        assert!((g - 8e6 / 0.95).abs() < 1.0, "{g}");
+        assert_eq!(guide_from(10e6, &Verdict { excess: f64::NAN, ..v }, 0.05), None);
+        assert_eq!(guide_from(10e6, &Verdict { excess: 1.2, ..v }, 0.05), None);
+    }
+
+    #[test]
+    fn recovers_from_one_wrong_early_verdict() {
+        // A = 20 of 100 Mbit/s; the first search stream (60 Mbit/s in a
+        // bisection, 90 in a guided search) is wrongly "below", which a
+        // search without re-tests never undoes
+        for guided in [false, true] {
+            let plain = YazConfig {
+                max_retests: 0,
+                guided,
+                ..YazConfig::default()
+            };
+            let e = run_lying(plain, 100e6, 80e6, Some(1)).unwrap();
+            assert!(e.estimate_bps > 40e6, "no re-tests: {}", e.estimate_bps);
+            let cfg = YazConfig {
+                guided,
+                ..YazConfig::default()
+            };
+            let e = run_lying(cfg, 100e6, 80e6, Some(1)).unwrap();
+            let rel = (e.estimate_bps - 20e6) / 20e6;
+            assert!(
+                rel.abs() < 0.2,
+                "guided {guided}: est {} rel {rel} {}",
+                e.estimate_bps,
+                e.detail
+            );
+        }
     }
 
     #[test]
