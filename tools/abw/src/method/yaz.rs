@@ -46,10 +46,15 @@
 //!   ([`Observation::spacing_difference`]: group medians of the first and
 //!   last fifth of the stream instead of the two end packets), so that one
 //!   packet delayed by a burst or by the host's scheduler cannot decide.
-//! - `lead_bytes` 3000: every train and stream is preceded by this many
-//!   bytes sent back to back and not measured, which spends a token-bucket
-//!   shaper's burst before the measured packets ([`ProbeSpec::with_lead`]
-//!   says why and where the figure comes from).
+//! - `lead_bytes` 3000: every stream is preceded by this many bytes sent
+//!   back to back and not measured, which spends a token-bucket shaper's
+//!   burst before the measured packets ([`ProbeSpec::with_lead`] says why
+//!   and where the figure comes from). Not the dispersion train: it only
+//!   brackets the search (its rate is widened by 1.2 anyway), and on a link
+//!   far slower than the probes a lead ahead of it fills the queue so that
+//!   no packet of the train arrives, which would report a path that drops
+//!   every probe instead of a link too slow to probe (the session test
+//!   `test_a_link_too_slow_for_the_smallest_probe_rate`, 16 kbit/s).
 //! - `loss_threshold` 10%: a stream that loses more than this is taken as
 //!   above A (buffer overflow); our choice, pathload uses the same 10% for
 //!   aborting a fleet.
@@ -438,8 +443,7 @@ impl Method for Yaz {
                     self.cfg.size,
                     self.cfg.bounds.max_bps,
                     0.0,
-                )
-                .with_lead(self.cfg.lead_bytes),
+                ),
             ),
             Phase::Search => {
                 let wide = self.bracket.lo() < self.bracket.hi() * (1.0 - self.cfg.fine_width);
