@@ -1,12 +1,15 @@
 """Submit the demo campaign node by node, as each node comes online (run by scripts/up
 inside the orchestrator container, which has the YAML parser: ``python3 - CAMPAIGN
-NODE...`` with this file on stdin and the admin token in TESTBED_TOKEN).
+NODE[:IFACE,IFACE...]...`` with this file on stdin and the admin token in TESTBED_TOKEN;
+a node given with interfaces gets the campaign on those SIMs only).
 
 A campaign without nodes covers the nodes whose interfaces are registered when it is
 submitted, so one campaign submitted when the first node is online would leave the
 others out, and one submitted when every node is online makes the first result wait
 for the slowest node. Instead each newly online group of nodes gets the campaign
-restricted to it (each step's ``nodes``), at once. Prints one line per campaign,
+restricted to it (each step's ``nodes``), at once; a node given with interfaces
+gets a campaign of its own (each step's ``interfaces`` too: a campaign selects its
+SIMs once, for all its nodes). Prints one line per campaign,
 ``ID NODE,NODE RUN RUN...``; exits 1 if some node was not online within 90 s (the
 campaigns submitted so far go on)."""
 
@@ -31,10 +34,25 @@ def call(method: str, path: str, body: object = None) -> object:
     return json.load(urllib.request.urlopen(req, timeout=30))
 
 
+def bodies(spec: dict[str, object], ready: list[str],
+           only: dict[str, list[str]]) -> list[tuple[list[str], dict[str, object]]]:
+    """The campaigns for newly ``ready`` nodes: one for those on every SIM, one for each
+    node named in ``only`` on its SIMs alone; each with the nodes it covers."""
+    steps = spec["steps"]
+    assert isinstance(steps, list)
+    free = [n for n in ready if n not in only]
+    out = [(free, dict(spec, steps=[dict(step, nodes=free) for step in steps]))] if free else []
+    return out + [([n], dict(spec, steps=[dict(step, nodes=[n], interfaces=only[n])
+                                          for step in steps]))
+                  for n in ready if n in only]
+
+
 def main() -> int:
     with open(sys.argv[1]) as f:
         spec = yaml.safe_load(f)
-    wanted = set(sys.argv[2:])
+    only = {node: ifaces.split(",") for node, _, ifaces in
+            (arg.partition(":") for arg in sys.argv[2:]) if ifaces}
+    wanted = {arg.partition(":")[0] for arg in sys.argv[2:]}
     covered: set[str] = set()
     end = time.monotonic() + LIMIT_S
     while covered != wanted and time.monotonic() < end:
@@ -45,10 +63,10 @@ def main() -> int:
         if not ready:
             time.sleep(0.5)
             continue
-        body = dict(spec, steps=[dict(step, nodes=ready) for step in spec["steps"]])
-        out = call("POST", "/api/v1/campaigns", body)
-        assert isinstance(out, dict)
-        print(out["id"], ",".join(ready), *(r["id"] for r in out["runs"]), flush=True)
+        for nodes, body in bodies(spec, ready, only):
+            out = call("POST", "/api/v1/campaigns", body)
+            assert isinstance(out, dict)
+            print(out["id"], ",".join(nodes), *(r["id"] for r in out["runs"]), flush=True)
         covered.update(ready)
     missing = sorted(wanted - covered)
     if missing:
@@ -57,4 +75,5 @@ def main() -> int:
     return 0
 
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())
