@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 LABEL_RUN = "testbed.run"
 LABEL_NODE = "testbed.node"
+#: The compose project of the node's own container, where it has one (the emulated
+#: fleet): scripts/down then finds a run even after its node's container is gone.
+LABEL_PROJECT = "testbed.project"
+COMPOSE_PROJECT = "com.docker.compose.project"
 #: Docker's states of a container that has not ended yet.
 _NOT_ENDED = ("created", "running", "restarting")
 
@@ -109,6 +113,15 @@ def config_tar(config: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def run_labels(run_id: str, node_id: str, project: str | None) -> dict[str, str]:
+    """The labels of a run's container: the run, the node, and the node's compose
+    project when it has one."""
+    labels = {LABEL_RUN: run_id, LABEL_NODE: node_id}
+    if project:
+        labels[LABEL_PROJECT] = project
+    return labels
+
+
 class DockerEngine:
     """:class:`ContainerEngine` with the local Docker engine (the Docker SDK).
 
@@ -120,6 +133,19 @@ class DockerEngine:
         self.docker = client
         self.node_id = node_id
         self.net_raw = net_raw
+        self._projects: dict[str, str | None] = {}
+
+    def _project(self, netns_container: str) -> str | None:
+        """The compose project of the container whose network namespace runs share, or
+        None (no compose, or the container cannot be inspected: the label is a help for
+        clean-up, not a condition of the run)."""
+        if netns_container not in self._projects:
+            try:
+                labels = self.docker.containers.get(netns_container).labels or {}
+                self._projects[netns_container] = labels.get(COMPOSE_PROJECT)
+            except docker.errors.DockerException:
+                return None
+        return self._projects[netns_container]
 
     def remove_leftovers(self) -> list[str]:
         removed = []
@@ -156,7 +182,8 @@ class DockerEngine:
             container = self.docker.containers.create(
                 spec.image,
                 name=name,
-                labels={LABEL_RUN: spec.run_id, LABEL_NODE: self.node_id},
+                labels=run_labels(spec.run_id, self.node_id,
+                                  self._project(spec.netns_container)),
                 network_mode=f"container:{spec.netns_container}",
                 # A node on an emulated wrong clock gives its experiments the same.
                 environment={**spec.environment(), **experiment_env(os.environ)},

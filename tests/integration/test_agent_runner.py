@@ -19,7 +19,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import pytest
 
 from node_agent.backstop import NftBackstop, quota_name
 from node_agent.config import AgentConfig, CaptureConfig, parse_config
+from node_agent.engine import LABEL_PROJECT, DockerEngine
 from node_agent.interfaces import ProcNetDevCounters
 from node_agent.runner import LABEL_NODE, LABEL_RUN, DockerRunner, RunSpec, StopRequest
 from orchestrator.analysis.flows import analyse_capture
@@ -283,6 +284,24 @@ def test_leftover_containers_are_removed(testbed: Rig) -> None:
     )
     assert testbed.runner.remove_leftovers() == ["tbtest-old-run"]
     assert not _leftovers(testbed, "tbtest-old-run")
+
+
+def test_a_run_carries_its_nodes_compose_project(testbed: Rig) -> None:
+    """scripts/down finds a run by this label even after its node's container is gone."""
+    project = f"tbproj{SUFFIX}"
+    node = testbed.client.containers.run(
+        SERVER_IMAGE, name=f"tbtest-compose-node-{SUFFIX}", detach=True,
+        entrypoint=["sleep", "infinity"], labels={"com.docker.compose.project": project})
+    engine = DockerEngine(testbed.client, node_id=NODE_ID)
+    try:
+        labelled = engine.create(replace(_spec(testbed), netns_container=node.name))
+        plain = engine.create(_spec(testbed))  # the rig's node: no compose project
+        labels = [testbed.client.containers.get(c).labels for c in (labelled, plain)]
+        assert labels[0][LABEL_PROJECT] == project and labels[0][LABEL_NODE] == NODE_ID
+        assert LABEL_PROJECT not in labels[1] and labels[1][LABEL_NODE] == NODE_ID
+    finally:
+        engine.remove_leftovers()
+        node.remove(force=True)
 
 
 def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:

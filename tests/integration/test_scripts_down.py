@@ -86,10 +86,18 @@ def test_only_the_projects_experiment_containers_are_removed(
             "--label", "com.docker.compose.service=node-gone")
     sleeper(f"{name}-run", "--label", "testbed.run=r1", "--network", f"container:{node}")
     sleeper(f"{name}-other-run", "--label", "testbed.run=r2")
+    # A run whose node container is already gone: found by the project label the agent
+    # gives it (another project's label is not this project's).
+    sleeper(f"{name}-orphan-run", "--label", "testbed.run=r3",
+            "--label", f"testbed.project={name}")
+    sleeper(f"{name}-other-orphan", "--label", "testbed.run=r4",
+            "--label", f"testbed.project={name}x")
     done = down(project)
     assert done.returncode == 0, done.stderr
     assert not exists("container", f"{name}-run")
+    assert not exists("container", f"{name}-orphan-run")
     assert exists("container", f"{name}-other-run")
+    assert exists("container", f"{name}-other-orphan")
 
 
 def test_a_volume_held_from_outside_fails_with_its_holder_named(
