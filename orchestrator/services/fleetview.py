@@ -32,7 +32,7 @@ from orchestrator.model.fleet import (
 )
 from orchestrator.schemas import NodePublic, SimQuotaPublic
 from orchestrator.services.context import Context
-from orchestrator.services.quotas import sim_figures, sim_statuses
+from orchestrator.services.quotas import sim_count, sim_statuses
 from orchestrator.services.views import node_public
 from orchestrator.store.health import health_rank_sql
 from orchestrator.store.tables import Node, Run
@@ -59,10 +59,11 @@ def classes_of(q: SimQuotaPublic) -> frozenset[str]:
 
 
 def _sim_summary(ctx: Context) -> SimSummary:
+    counted = sim_count(ctx)
     return summarise_sims(
         ((f.node, sim_classes(capped=f.capped, limit=f.limit, used=f.used,
-                              overrun=f.overrun)) for f in sim_figures(ctx)),
-        ctx.clock.now())
+                              overrun=f.overrun)) for f in counted.to_look_at),
+        ctx.clock.now(), total=counted.total)
 
 
 def fleet_view(ctx: Context, query: FleetQuery) -> FleetView:
