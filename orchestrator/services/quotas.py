@@ -75,29 +75,34 @@ def sim_key(node_id: str, interface: str, mcc_mnc: str) -> SimKey:
 _BY_NODE_UP_TO = 100
 
 
-def _quota_rows(s: Session, nodes: Sequence[Node]) -> dict[tuple[str, str], SimQuota]:
-    query = select(SimQuota)
+#: A SIM's configured quota row: cap bytes, reset day, margin.
+QuotaRow = tuple[int, int, float]
+#: The quota rows of some nodes, by node and interface.
+QuotaRows = dict[tuple[str, str], QuotaRow]
+
+
+def _quota_rows(s: Session, nodes: Sequence[Node]) -> QuotaRows:
+    """As plain columns: a page of a hundred nodes has 300 of them, read once for the
+    ledger and the statuses together (ORM rows, twice, were a fifth of a fleet page's
+    CPU)."""
+    query = select(SimQuota.node_id, SimQuota.interface, SimQuota.cap_bytes,
+                   SimQuota.reset_day, SimQuota.margin)
     if len(nodes) <= _BY_NODE_UP_TO:
         query = query.where(SimQuota.node_id.in_([n.id for n in nodes]))
-    return {(q.node_id, q.interface): q for q in s.scalars(query).all()}
+    return {(node, iface): (cap, reset, margin)
+            for node, iface, cap, reset, margin in s.execute(query)}
 
 
-def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKey, Quota]:
-    nodes = list(nodes)
-    rows = _quota_rows(s, nodes)
+def _quotas(settings: Settings, nodes: Iterable[Node], rows: QuotaRows
+            ) -> dict[SimKey, Quota]:
     out: dict[SimKey, Quota] = {}
     for node in nodes:
         for iface in node.interfaces:
-            row = rows.get((node.id, iface.name))
             quota = _quota(settings, sim_key(node.id, iface.name, iface.mcc_mnc), node.timezone,
-                           None if row is None else (row.cap_bytes, row.reset_day, row.margin))
+                           rows.get((node.id, iface.name)))
             if quota is not None:
                 out[quota.sim] = quota
     return out
-
-
-#: A SIM's configured quota row: cap bytes, reset day, margin.
-QuotaRow = tuple[int, int, float]
 
 
 def _quota(settings: Settings, key: SimKey, timezone: str, row: QuotaRow | None
@@ -112,7 +117,8 @@ def _quota(settings: Settings, key: SimKey, timezone: str, row: QuotaRow | None
 
 
 def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None,
-                 *, usage_of_nodes_only: bool = False) -> LedgerState:
+                 *, usage_of_nodes_only: bool = False,
+                 quota_rows: QuotaRows | None = None) -> LedgerState:
     """Caps, budgets and usage as the ledger's frozen state. Usage is the journal (the
     runs table) summed per SIM, period and project; the ledger turns the sums into
     usage (:func:`usage_from_journal`). ``usage_of_nodes_only``: only ``nodes``' runs
@@ -142,7 +148,9 @@ def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = 
         for p in s.scalars(select(Project).where(Project.budget_bytes.is_not(None))).all()
         if p.budget_bytes is not None
     }
-    return LedgerState(_quotas(s, settings, nodes), budgets, sim_usage, project_usage)
+    configured = _quota_rows(s, nodes) if quota_rows is None else quota_rows
+    return LedgerState(_quotas(settings, nodes, configured), budgets, sim_usage,
+                       project_usage)
 
 
 def reserve(s: Session, settings: Settings, *, node: Node, interface: str, project: Project,
@@ -318,7 +326,8 @@ def list_quotas(ctx: Context) -> QuotasPublic:
         # Interfaces in one query, not one per node (every scrape of /metrics reads this)
         nodes = s.scalars(select(Node).options(selectinload(Node.interfaces))
                           .order_by(Node.id)).all()
-        state = ledger_state(s, ctx.settings, nodes)
+        rows = _quota_rows(s, nodes)
+        state = ledger_state(s, ctx.settings, nodes, quota_rows=rows)
         ledger = QuotaLedger(state)
         projects = []
         for p in s.scalars(select(Project).order_by(Project.name)).all():
@@ -327,15 +336,16 @@ def list_quotas(ctx: Context) -> QuotasPublic:
                 project=p.name, limit=p.budget_bytes, used=st.used, reserved=st.reserved,
                 remaining=st.remaining if p.budget_bytes is not None else None,
                 overrun=st.overrun))
-        return QuotasPublic(sims=_statuses(ctx, s, nodes, state), projects=projects)
+        return QuotasPublic(sims=_statuses(ctx, s, nodes, state, rows), projects=projects)
 
 
 def sim_statuses(ctx: Context, s: Session, nodes: Sequence[Node]) -> list[SimQuotaPublic]:
     """The SIMs of these nodes only (loaded with their interfaces), as
     :func:`list_quotas` shows them: their runs alone are summed (a page of a hundred
     nodes, not the fleet's runs table)."""
-    state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True)
-    return _statuses(ctx, s, nodes, state)
+    rows = _quota_rows(s, nodes)
+    state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True, quota_rows=rows)
+    return _statuses(ctx, s, nodes, state, rows)
 
 
 class SimFigure(NamedTuple):
@@ -436,15 +446,16 @@ def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:
 
 
 def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],
-              state: LedgerState | None = None) -> list[SimQuotaPublic]:
+              state: LedgerState | None = None, rows: QuotaRows | None = None
+              ) -> list[SimQuotaPublic]:
     nodes = list(nodes)
-    state = state or ledger_state(s, ctx.settings, nodes)
+    rows = _quota_rows(s, nodes) if rows is None else rows
+    state = state or ledger_state(s, ctx.settings, nodes, quota_rows=rows)
     ledger = QuotaLedger(state)
     now = ctx.clock.now()
-    rows = _quota_rows(s, nodes)
     # Quotas set before the agent reported the interface, by node: one pass over the
     # rows, not one per node (10,000 nodes x 30,000 rows was a minute per fleet page).
-    unreported: dict[str, list[tuple[str, SimQuota]]] = defaultdict(list)
+    unreported: dict[str, list[tuple[str, QuotaRow]]] = defaultdict(list)
     for (node_id, name), row in sorted(rows.items()):
         unreported[node_id].append((name, row))
     out = []
@@ -471,12 +482,12 @@ def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],
             ))
         for name, row in unreported.get(node.id, ()):
             if name not in seen:  # set before the agent reported it
+                cap, reset, margin = row
                 out.append(SimQuotaPublic(
                     node=node.id, interface=name, mcc_mnc=None, operator=None,
-                    source="configured", limit=row.cap_bytes,
-                    usable=Quota(sim_key(node.id, name, "?"), row.cap_bytes, row.reset_day,
-                                 row.margin).usable_bytes,
-                    reset_day=row.reset_day, margin=row.margin, used=0, reserved=0,
+                    source="configured", limit=cap,
+                    usable=Quota(sim_key(node.id, name, "?"), cap, reset, margin).usable_bytes,
+                    reset_day=reset, margin=margin, used=0, reserved=0,
                     remaining=None, overrun=0, period_start=None, period_end=None))
     return out
 
