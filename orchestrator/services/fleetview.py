@@ -2,8 +2,9 @@
 the database (node health as SQL) and from the SIM figures (cached), and only the shown
 page's nodes read in full.
 
-The SIM figures (:func:`orchestrator.services.quotas.sim_figures`: the caps and the
-runs table summed per SIM for the current periods) cost about half a second at 10,000
+The SIM counts (:func:`orchestrator.services.quotas.sim_count`: the caps and the runs
+table summed per SIM for the current periods, by the database, which returns only the
+SIMs that may need a look) cost about half a second of the database's time at 10,000
 nodes and 30 days of runs; twenty people reading the page would ask for them several
 times a second.
 Each process keeps them counted for ``SIM_FIGURES_S`` (:mod:`.context`; the page says
