@@ -20,15 +20,18 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from orchestrator.model.fleet import HEALTH_ORDER
 from orchestrator.services.context import Context
 from orchestrator.services.quotas import list_quotas
 from orchestrator.services.views import health_of
+from orchestrator.store.health import health_rank_sql
 from orchestrator.store.tables import Bundle, Node, Run, Upload
 from testbed_common.states import FINAL_STATES, NodeHealth, RunState
 
@@ -52,15 +55,21 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self.ctx.clock.now()
-        with self.ctx.db.session() as s:
-            nodes = s.scalars(select(Node)).all()
-            healths = {n.id: health_of(n, now, self.ctx.settings.health) for n in nodes}
+        with self.ctx.db.reading() as s:
+            nodes: list[tuple[_NodeFigures, NodeHealth]] = []
+            if self.per_sim:  # each node's series: its columns, not 10,000 ORM rows
+                nodes = [(n, health_of(n, now, self.ctx.settings.health)) for n in (
+                    _NodeFigures(*row) for row in s.execute(select(*_NODE_COLUMNS)))]
+                health = Counter(h for _, h in nodes)
+            else:  # the aggregate alone: counted by the database (store.health)
+                rank = health_rank_sql(now, self.ctx.settings.health)
+                health = Counter({NodeHealth(HEALTH_ORDER[r]): int(count) for r, count
+                                  in s.execute(select(rank, func.count()).group_by(rank))})
             runs = dict(s.execute(select(Run.state, func.count()).group_by(Run.state)).all())
             received = s.scalar(select(func.coalesce(func.sum(Upload.bytes_received), 0)))
             archived = s.scalar(select(func.coalesce(func.sum(Bundle.size), 0)))
             ended = _ended(s, since=now - timedelta(seconds=ENDED_WINDOW_S))
             pending = _ingest_backlog(s) if self.ctx.settings.influx.url else None
-        health = Counter(healths.values())
         g = GaugeMetricFamily("testbed_nodes", "Nodes by health", labels=["health"])
         for h in NodeHealth:
             g.add_metric([h.value], health.get(h, 0))
@@ -94,7 +103,7 @@ class StateCollector(Collector):
                 "(0: none waits)",
                 value=(now - oldest).total_seconds() if oldest is not None else 0.0)
         if self.per_sim:
-            yield from _nodes(nodes, healths, now)
+            yield from _nodes(nodes, now)
             yield from self._quotas()
 
     def _archive_disk(self) -> Iterator[Metric]:
@@ -163,7 +172,22 @@ def _ingest_backlog(s: Session) -> tuple[int, datetime | None]:
     return int(count), oldest
 
 
-def _nodes(nodes: Sequence[Node], healths: dict[str, NodeHealth],
+class _NodeFigures(NamedTuple):
+    """A node's columns its series show (and its health is judged from)."""
+
+    id: str
+    last_heartbeat_at: datetime | None
+    maintenance: bool
+    clock_offset_s: float | None
+    disk_free_bytes: int | None
+    spooled_bundles: int
+
+
+_NODE_COLUMNS = (Node.id, Node.last_heartbeat_at, Node.maintenance, Node.clock_offset_s,
+                 Node.disk_free_bytes, Node.spooled_bundles)
+
+
+def _nodes(nodes: Sequence[tuple[_NodeFigures, NodeHealth]],
            now: datetime) -> Iterator[Metric]:
     """Five series per node, from its last heartbeat. Health is one series whose
     ``health`` label is the current one (value 1), not one series per possible state:
@@ -187,8 +211,8 @@ def _nodes(nodes: Sequence[Node], healths: dict[str, NodeHealth],
     spooled = GaugeMetricFamily(
         "testbed_node_spooled_bundles",
         "Result bundles waiting on the node for upload, as last reported", labels=["node"])
-    for n in nodes:
-        health.add_metric([n.id, healths[n.id].value], 1)
+    for n, h in nodes:
+        health.add_metric([n.id, h.value], 1)
         if n.last_heartbeat_at is not None:
             age.add_metric([n.id], max(0.0, (now - n.last_heartbeat_at).total_seconds()))
         if n.clock_offset_s is not None:

@@ -131,15 +131,18 @@ class SimSummary:
     at: datetime
 
 
-def summarise_sims(sims: Iterable[tuple[str, frozenset[str]]], at: datetime) -> SimSummary:
-    """From each SIM's node and classes (:func:`sim_classes`)."""
+def summarise_sims(sims: Iterable[tuple[str, frozenset[str]]], at: datetime, *,
+                   total: int | None = None) -> SimSummary:
+    """From each SIM's node and classes (:func:`sim_classes`); ``total``: how many SIMs
+    the fleet has, when ``sims`` are only those that may be in a class (else they are
+    all of them)."""
     counts = {c: 0 for c in SIM_CLASSES}
     of_node: dict[str, frozenset[str]] = {}
-    total = 0
+    listed = 0
     for node, classes in sims:
-        total += 1
+        listed += 1
         for c in classes:
             counts[c] += 1
         if classes:
             of_node[node] = of_node.get(node, frozenset()) | classes
-    return SimSummary(counts, total, of_node, at)
+    return SimSummary(counts, listed if total is None else total, of_node, at)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple, cast
 
-from sqlalchemy import Table, and_, bindparam, case, func, select
+from sqlalchemy import BigInteger, Table, and_, bindparam, case, func, literal, null, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.errors import Conflict, NotFound
@@ -47,7 +47,15 @@ from orchestrator.services.access import read_scope
 from orchestrator.services.auth import Principal
 from orchestrator.services.context import Context
 from orchestrator.settings import Settings
-from orchestrator.store.tables import Interface, Node, Project, Run, RunEvent, SimQuota
+from orchestrator.store.tables import (
+    Interface,
+    Node,
+    Project,
+    Run,
+    RunEvent,
+    SimQuota,
+    UtcDateTime,
+)
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.schema import quota_point
 from testbed_common.states import RunState
@@ -67,29 +75,34 @@ def sim_key(node_id: str, interface: str, mcc_mnc: str) -> SimKey:
 _BY_NODE_UP_TO = 100
 
 
-def _quota_rows(s: Session, nodes: Sequence[Node]) -> dict[tuple[str, str], SimQuota]:
-    query = select(SimQuota)
+#: A SIM's configured quota row: cap bytes, reset day, margin.
+QuotaRow = tuple[int, int, float]
+#: The quota rows of some nodes, by node and interface.
+QuotaRows = dict[tuple[str, str], QuotaRow]
+
+
+def _quota_rows(s: Session, nodes: Sequence[Node]) -> QuotaRows:
+    """As plain columns: a page of a hundred nodes has 300 of them, read once for the
+    ledger and the statuses together (ORM rows, twice, were a fifth of a fleet page's
+    CPU)."""
+    query = select(SimQuota.node_id, SimQuota.interface, SimQuota.cap_bytes,
+                   SimQuota.reset_day, SimQuota.margin)
     if len(nodes) <= _BY_NODE_UP_TO:
         query = query.where(SimQuota.node_id.in_([n.id for n in nodes]))
-    return {(q.node_id, q.interface): q for q in s.scalars(query).all()}
+    return {(node, iface): (cap, reset, margin)
+            for node, iface, cap, reset, margin in s.execute(query)}
 
 
-def _quotas(s: Session, settings: Settings, nodes: Iterable[Node]) -> dict[SimKey, Quota]:
-    nodes = list(nodes)
-    rows = _quota_rows(s, nodes)
+def _quotas(settings: Settings, nodes: Iterable[Node], rows: QuotaRows
+            ) -> dict[SimKey, Quota]:
     out: dict[SimKey, Quota] = {}
     for node in nodes:
         for iface in node.interfaces:
-            row = rows.get((node.id, iface.name))
             quota = _quota(settings, sim_key(node.id, iface.name, iface.mcc_mnc), node.timezone,
-                           None if row is None else (row.cap_bytes, row.reset_day, row.margin))
+                           rows.get((node.id, iface.name)))
             if quota is not None:
                 out[quota.sim] = quota
     return out
-
-
-#: A SIM's configured quota row: cap bytes, reset day, margin.
-QuotaRow = tuple[int, int, float]
 
 
 def _quota(settings: Settings, key: SimKey, timezone: str, row: QuotaRow | None
@@ -104,7 +117,8 @@ def _quota(settings: Settings, key: SimKey, timezone: str, row: QuotaRow | None
 
 
 def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None,
-                 *, usage_of_nodes_only: bool = False) -> LedgerState:
+                 *, usage_of_nodes_only: bool = False,
+                 quota_rows: QuotaRows | None = None) -> LedgerState:
     """Caps, budgets and usage as the ledger's frozen state. Usage is the journal (the
     runs table) summed per SIM, period and project; the ledger turns the sums into
     usage (:func:`usage_from_journal`). ``usage_of_nodes_only``: only ``nodes``' runs
@@ -134,7 +148,9 @@ def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = 
         for p in s.scalars(select(Project).where(Project.budget_bytes.is_not(None))).all()
         if p.budget_bytes is not None
     }
-    return LedgerState(_quotas(s, settings, nodes), budgets, sim_usage, project_usage)
+    configured = _quota_rows(s, nodes) if quota_rows is None else quota_rows
+    return LedgerState(_quotas(settings, nodes, configured), budgets, sim_usage,
+                       project_usage)
 
 
 def reserve(s: Session, settings: Settings, *, node: Node, interface: str, project: Project,
@@ -310,7 +326,8 @@ def list_quotas(ctx: Context) -> QuotasPublic:
         # Interfaces in one query, not one per node (every scrape of /metrics reads this)
         nodes = s.scalars(select(Node).options(selectinload(Node.interfaces))
                           .order_by(Node.id)).all()
-        state = ledger_state(s, ctx.settings, nodes)
+        rows = _quota_rows(s, nodes)
+        state = ledger_state(s, ctx.settings, nodes, quota_rows=rows)
         ledger = QuotaLedger(state)
         projects = []
         for p in s.scalars(select(Project).order_by(Project.name)).all():
@@ -319,15 +336,16 @@ def list_quotas(ctx: Context) -> QuotasPublic:
                 project=p.name, limit=p.budget_bytes, used=st.used, reserved=st.reserved,
                 remaining=st.remaining if p.budget_bytes is not None else None,
                 overrun=st.overrun))
-        return QuotasPublic(sims=_statuses(ctx, s, nodes, state), projects=projects)
+        return QuotasPublic(sims=_statuses(ctx, s, nodes, state, rows), projects=projects)
 
 
 def sim_statuses(ctx: Context, s: Session, nodes: Sequence[Node]) -> list[SimQuotaPublic]:
     """The SIMs of these nodes only (loaded with their interfaces), as
     :func:`list_quotas` shows them: their runs alone are summed (a page of a hundred
     nodes, not the fleet's runs table)."""
-    state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True)
-    return _statuses(ctx, s, nodes, state)
+    rows = _quota_rows(s, nodes)
+    state = ledger_state(s, ctx.settings, nodes, usage_of_nodes_only=True, quota_rows=rows)
+    return _statuses(ctx, s, nodes, state, rows)
 
 
 class SimFigure(NamedTuple):
@@ -342,58 +360,75 @@ class SimFigure(NamedTuple):
     overrun: int
 
 
-def sim_figures(ctx: Context) -> list[SimFigure]:
-    """Every SIM's figures this period, as :func:`list_quotas` has them, from plain
-    columns: at 10,000 nodes list_quotas took 5.6 s of CPU (40,000 ORM rows, 30,000
-    statuses, every period's sums); this reads the caps, the interfaces and the sums of
-    the current periods only. For counting the fleet's SIMs (the fleet page's summary);
-    the API lists with :func:`list_quotas`."""
+class SimCount(NamedTuple):
+    """The fleet's SIMs: how many, and the figures of those that may need a look (no
+    cap, 79 % of the cap used or more, an overrun); the others are in no class of
+    :func:`orchestrator.model.fleet.sim_classes`."""
+
+    total: int
+    to_look_at: list[SimFigure]
+
+
+#: The share of its cap a SIM's use must reach to be read back by :func:`sim_count`:
+#: below the near-cap class's 80 %, so that the database's integer comparison keeps
+#: every SIM the exact one (:func:`orchestrator.model.fleet.sim_classes`) may class.
+_LOOK_FROM_PERCENT = 79
+
+
+def sim_count(ctx: Context) -> SimCount:
+    """The fleet's SIMs counted, and the figures of those that may need a look, as
+    :func:`list_quotas` has them. The database joins the caps, the interfaces and the
+    current periods' sums, and returns only the SIMs that may need a look: at 10,000
+    nodes, reading every SIM's figures (30,000 rows) into the API's process cost
+    0.35-0.7 s of CPU there, every 30 s in each worker, holding the interpreter's lock
+    that the heartbeats beside it need (bench/load-RESULTS.md); list_quotas took 5.6 s.
+    Each SIM's period starts at its reset day's local midnight: computed here once per
+    reset day and time zone, then matched by the database."""
     now = ctx.clock.now()
     default = ctx.settings.scheduling.default_sim_cap_bytes
-    margin = ctx.settings.scheduling.quota_margin
-    with ctx.db.session() as s:
-        zones = dict(s.execute(select(Node.id, Node.timezone)).all())
-        caps = {(node, iface): (cap, reset, m) for node, iface, cap, reset, m in s.execute(
-            select(SimQuota.node_id, SimQuota.interface, SimQuota.cap_bytes,
-                   SimQuota.reset_day, SimQuota.margin))}
-        interfaces = s.execute(
-            select(Interface.node_id, Interface.name, Interface.mcc_mnc)).all()
-        # Each SIM's period now: one computation per reset day and time zone
-        periods: dict[tuple[int, str], datetime] = {}
-        sims: list[tuple[str, str, str, int | None, datetime | None]] = []
-        for node, iface, mcc_mnc in interfaces:
-            cap, reset, m = caps.get((node, iface), (default, 1, margin))
-            start = None
-            if cap is not None:
-                tz = zones.get(node) or "UTC"
-                start = periods.get((reset, tz))
-                if start is None:
-                    start = Quota(sim_key(node, iface, mcc_mnc), cap, reset, m,
-                                  tz).period_at(now).start
-                    periods[(reset, tz)] = start
-            sims.append((node, iface, mcc_mnc, cap, start))
-        used: dict[tuple[str, str, str | None, datetime | None], tuple[int, int]] = {}
-        if periods:
-            used = {(node, iface, mcc_mnc, period): (int(charged or 0), int(over or 0))
-                    for node, iface, mcc_mnc, period, charged, over in s.execute(
-                select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
-                       func.sum(func.coalesce(Run.charged_bytes, 0)),
-                       func.sum(func.coalesce(Run.overrun_bytes, 0)))
+    reset = func.coalesce(SimQuota.reset_day, 1)
+    zone = case((func.coalesce(Node.timezone, "") == "", "UTC"), else_=Node.timezone)
+    cap = case((SimQuota.node_id.is_not(None), SimQuota.cap_bytes),
+               else_=literal(default, BigInteger))
+    sims = (select(Interface.node_id, Interface.name, Interface.mcc_mnc)
+            .join(Node, Node.id == Interface.node_id)
+            .outerjoin(SimQuota, and_(SimQuota.node_id == Interface.node_id,
+                                      SimQuota.interface == Interface.name)))
+    with ctx.db.reading() as s:
+        starts = {(r, z): Quota(sim_key("", "", ""), 1, r, 0.0, z).period_at(now).start
+                  for r, z in s.execute(sims.with_only_columns(reset, zone).distinct()
+                                        .where(cap.is_not(None)))}
+        period = (case(*((and_(reset == r, zone == z), literal(start, UtcDateTime()))
+                         for (r, z), start in starts.items()), else_=None)
+                  if starts else null())
+        used = (select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
+                       func.sum(func.coalesce(Run.charged_bytes, 0)).label("charged"),
+                       func.sum(func.coalesce(Run.overrun_bytes, 0)).label("over"))
                 .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
-                       Run.reservation_period.in_(set(periods.values())))
+                       Run.reservation_period.in_(set(starts.values())))
                 .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period)
-            )}
-    out = []
-    reported = set()
-    for node, iface, mcc_mnc, cap, start in sims:
-        reported.add((node, iface))
-        charged, over = (used.get((node, iface, mcc_mnc, start), (0, 0))
-                         if start is not None else (0, 0))
-        out.append(SimFigure(node, iface, cap is not None, cap, charged, over))
-    # quotas set before the agent reported the interface: listed, nothing used
-    out += [SimFigure(node, iface, True, cap, 0, 0)
-            for (node, iface), (cap, _, _) in caps.items() if (node, iface) not in reported]
-    return out
+                .subquery())
+        charged = func.coalesce(used.c.charged, 0)
+        over = func.coalesce(used.c.over, 0)
+        rows = s.execute(
+            sims.with_only_columns(Interface.node_id, Interface.name, cap, charged, over)
+            .outerjoin(used, and_(used.c.node_id == Interface.node_id,
+                                  used.c.interface == Interface.name,
+                                  used.c.mcc_mnc == Interface.mcc_mnc,
+                                  used.c.reservation_period == period,
+                                  cap.is_not(None)))  # without a cap, nothing is used
+            .where(or_(cap.is_(None), over != 0,
+                       and_(cap != 0, charged * 100 >= cap * _LOOK_FROM_PERCENT)))
+        ).all()
+        reported = select(Interface.node_id).where(Interface.node_id == SimQuota.node_id,
+                                                   Interface.name == SimQuota.interface)
+        total = (s.scalar(select(func.count()).select_from(Interface)) or 0) + (s.scalar(
+            select(func.count()).select_from(SimQuota).where(~reported.exists())) or 0)
+    # A quota set before the agent reported its interface counts (capped, nothing used)
+    # but is in no class.
+    return SimCount(total, [SimFigure(node, iface, limit is not None, limit,
+                                      int(c or 0), int(o or 0))
+                            for node, iface, limit, c, o in rows])
 
 
 def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:
@@ -411,15 +446,16 @@ def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:
 
 
 def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],
-              state: LedgerState | None = None) -> list[SimQuotaPublic]:
+              state: LedgerState | None = None, rows: QuotaRows | None = None
+              ) -> list[SimQuotaPublic]:
     nodes = list(nodes)
-    state = state or ledger_state(s, ctx.settings, nodes)
+    rows = _quota_rows(s, nodes) if rows is None else rows
+    state = state or ledger_state(s, ctx.settings, nodes, quota_rows=rows)
     ledger = QuotaLedger(state)
     now = ctx.clock.now()
-    rows = _quota_rows(s, nodes)
     # Quotas set before the agent reported the interface, by node: one pass over the
     # rows, not one per node (10,000 nodes x 30,000 rows was a minute per fleet page).
-    unreported: dict[str, list[tuple[str, SimQuota]]] = defaultdict(list)
+    unreported: dict[str, list[tuple[str, QuotaRow]]] = defaultdict(list)
     for (node_id, name), row in sorted(rows.items()):
         unreported[node_id].append((name, row))
     out = []
@@ -446,12 +482,12 @@ def _statuses(ctx: Context, s: Session, nodes: Iterable[Node],
             ))
         for name, row in unreported.get(node.id, ()):
             if name not in seen:  # set before the agent reported it
+                cap, reset, margin = row
                 out.append(SimQuotaPublic(
                     node=node.id, interface=name, mcc_mnc=None, operator=None,
-                    source="configured", limit=row.cap_bytes,
-                    usable=Quota(sim_key(node.id, name, "?"), row.cap_bytes, row.reset_day,
-                                 row.margin).usable_bytes,
-                    reset_day=row.reset_day, margin=row.margin, used=0, reserved=0,
+                    source="configured", limit=cap,
+                    usable=Quota(sim_key(node.id, name, "?"), cap, reset, margin).usable_bytes,
+                    reset_day=reset, margin=margin, used=0, reserved=0,
                     remaining=None, overrun=0, period_start=None, period_end=None))
     return out
 

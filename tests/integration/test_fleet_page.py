@@ -11,9 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select, update
 
-from orchestrator.model.fleet import HEALTH_ORDER, PAGE_SIZE
+from orchestrator.model.fleet import HEALTH_ORDER, PAGE_SIZE, sim_classes
 from orchestrator.model.health import node_health
-from orchestrator.services.quotas import list_quotas, sim_figures
+from orchestrator.services.planning import availability, unavailable_nodes
+from orchestrator.services.quotas import list_quotas, sim_count
+from orchestrator.services.views import NodeHealthRow
 from orchestrator.settings import HealthSettings
 from orchestrator.store.db import Database, make_engine
 from orchestrator.store.health import health_rank_sql
@@ -131,17 +133,34 @@ def _listed(api: Api) -> dict[tuple[str, str], tuple[bool, int | None, int, int]
 
 
 def _counted(api: Api) -> dict[tuple[str, str], tuple[bool, int | None, int, int]]:
+    """The SIMs sim_count reads back, checked against the listing: the same count, and
+    every SIM the listing puts in a class among them."""
     ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
-    return {(f.node, f.interface): (f.capped, f.limit, f.used, f.overrun)
-            for f in sim_figures(ctx)}
+    counted = sim_count(ctx)
+    listed = _listed(api)
+    assert counted.total == len(listed)
+    got = {(f.node, f.interface): (f.capped, f.limit, f.used, f.overrun)
+           for f in counted.to_look_at}
+    classed = {k for k, (capped, limit, used, over) in listed.items()
+               if sim_classes(capped=capped, limit=limit, used=used, overrun=over)}
+    assert classed <= got.keys()
+    return got
+
+
+def _looked_at(listed: dict[tuple[str, str], tuple[bool, int | None, int, int]]
+               ) -> dict[tuple[str, str], tuple[bool, int | None, int, int]]:
+    """The listed SIMs that may need a look: no cap, 79 % used or more, an overrun."""
+    return {k: v for k, v in listed.items()
+            if not v[0] or v[3] or (v[1] and v[2] * 100 >= v[1] * 79)}
 
 
 def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
-    """The summary counts from plain columns and this period's sums
-    (quotas.sim_figures), not from the API's listing (list_quotas, 5.6 s of CPU at
-    10,000 nodes): the same figures for caps configured, defaulted and absent, a quota
-    set before its interface was reported, other time zones and reset days, and runs of
-    the period before."""
+    """The summary counts from the database's join of caps, interfaces and this
+    period's sums (quotas.sim_count), not from the API's listing (list_quotas, 5.6 s of
+    CPU at 10,000 nodes): the same count and the same figures of the SIMs that may need
+    a look, for caps configured, defaulted and absent, a quota set before its interface
+    was reported, other time zones and reset days, and runs of the period before (a
+    use that would put se-02 over its cap if it were counted)."""
     api.add_node("se-01", [("op0", "240-01", "Telia"), ("op1", "240-07", "Tele2")],
                  timezone="Europe/Stockholm")
     api.add_node("us-01", [("op0", "310-260", "T-Mobile")], timezone="America/New_York")
@@ -152,25 +171,26 @@ def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
                            headers=api.admin,
                            json={"cap_bytes": 10**9, "reset_day": reset, "margin": 0.05})
         assert r.status_code == 200, r.text
-    _charge(api, "se-01", 300_000_000)
+    _charge(api, "se-01", 850_000_000)  # near its cap, in its own zone's period
     _charge(api, "us-01", 990_000_000, overrun=40_000_000)
     _charge(api, "se-02", 5_000_000)
     earlier = api.submit("se-02")  # of the period before: not this period's use
     ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
     with ctx.db.session() as s:
         s.execute(update(Run).where(Run.id == earlier["id"]).values(
-            state="done", charged_bytes=7_000_000, measured_bytes=7_000_000,
+            state="done", charged_bytes=7 * 10**12, measured_bytes=7 * 10**12,
             settled_at=api.clock.now(), reservation_period=api.clock.now().replace(
                 month=api.clock.now().month - 1, day=1, hour=0)))
     listed = _listed(api)
-    assert listed[("se-01", "op0")] == (True, 10**9, 300_000_000, 0)
+    assert listed[("se-01", "op0")] == (True, 10**9, 850_000_000, 0)
     assert listed[("se-02", "op0")][2] == 5_000_000
     assert listed[("se-02", "op4")] == (True, 10**9, 0, 0)  # not reported yet
-    assert _counted(api) == listed
+    assert _counted(api) == _looked_at(listed)
+    assert _looked_at(listed).keys() == {("se-01", "op0"), ("us-01", "op0")}
     ctx.settings.scheduling.default_sim_cap_bytes = None  # SIMs without a cap
     listed = _listed(api)
     assert listed[("se-01", "op1")] == (False, None, 0, 0)
-    assert _counted(api) == listed
+    assert _counted(api) == _looked_at(listed)
 
 
 def test_health_judged_by_the_database_is_node_health(database_url: str) -> None:
@@ -206,3 +226,31 @@ def test_health_judged_by_the_database_is_node_health(database_url: str) -> None
     assert {judged["stale-before"], judged["stale-at"], judged["offline-before"],
             judged["offline-at"], judged["never"], judged["away"]} == {
         "online", "stale", "offline", "new", "maintenance"}
+
+
+def test_the_planner_finds_the_nodes_it_may_not_book_as_the_rule_does(api: Api) -> None:
+    """services.planning.availability reads only the nodes the database judges
+    unbookable (offline, never registered, in maintenance): the same answer as judging
+    every node's row, a second either side of offline."""
+    ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
+    health = ctx.settings.health
+    offline_s = health.heartbeat_interval_s * health.offline_after_beats
+    silent = {"se-on": 0.0, "se-stale": health.heartbeat_interval_s * health.stale_after_beats,
+              "se-nearly": offline_s - 1, "se-off": offline_s, "se-gone": offline_s + 1,
+              "se-away": 0.0}
+    for node in silent:
+        api.add_node(node, SIM)
+    r = api.client.post("/api/v1/nodes", headers=api.admin, json={"id": "no-01",
+                                                                  "country": "NO"})
+    assert r.status_code == 201, r.text
+    now = api.clock.now()
+    with ctx.db.session() as s:
+        for node, seconds in silent.items():
+            s.execute(update(Node).where(Node.id == node).values(
+                last_heartbeat_at=now - timedelta(seconds=seconds),
+                maintenance=node == "se-away"))
+        every = [NodeHealthRow(*row) for row in s.execute(
+            select(Node.id, Node.last_heartbeat_at, Node.maintenance))]
+    found = availability(ctx)
+    assert found == frozenset(unavailable_nodes(ctx, every, now).items())
+    assert {node for node, _ in found} == {"se-off", "se-gone", "no-01", "se-away"}

@@ -95,6 +95,10 @@ def test_each_nodes_heartbeat_figures_are_shown_to_the_scraper_only(api: Api) ->
     public = scrape(api, token=None)
     assert named(public, "testbed_node_") == [] and named(public, "testbed_quota_") == []
     assert sample(public, "testbed_nodes", health="online") == 1
+    # counted by the database for the public view, from each node's row for the full one
+    assert {k: v for k, v in public.items() if k[0] == "testbed_nodes"} == {
+        k: v for k, v in full.items() if k[0] == "testbed_nodes"}
+    assert sample(public, "testbed_nodes", health="new") == 1
 
 
 def test_runs_ended_in_the_last_hour_are_counted_per_operator(api: Api) -> None:
