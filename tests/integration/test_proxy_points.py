@@ -1,7 +1,8 @@
 """Proxy mode's decisions from a real influxd (Debian's 1.6.7): a campaign's points,
 written as ingest writes them (ABw records through ``abw_points``, modem samples
 through ``modem_points``), read back by the planner's query and turned into each SIM's
-answer to "is a TAT needed now"."""
+answer to "is a TAT needed now"; and the same points on the ``abw-proxy`` page, of the
+caller's runs only."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.model.ids import CampaignId, NodeId
+from orchestrator.pages.abwproxy import abw_proxy_page
+from orchestrator.pages.data import Choices, Filters
+from orchestrator.pages.html import page_html
+from orchestrator.pages.queries import proxy_histories
 from orchestrator.quotas.ledger import SimKey
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.snapshot import Campaign
 from orchestrator.scheduling.spec import CampaignSpecV2
+from orchestrator.services.access import Readable
 from orchestrator.services.proxy import verdicts
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
@@ -28,6 +34,7 @@ from orchestrator.timeseries.schema import (
     point,
 )
 from tests.integration import influxd
+from tests.pagetables import table_rows
 
 pytestmark = pytest.mark.requires(influxd.available())
 
@@ -93,3 +100,22 @@ def test_a_sim_with_enough_tats_gets_the_cheap_session_and_one_with_few_a_tat(
     # Three campaign hours after Telia's newest TAT (hour 5), its model is too old.
     later = verdicts(client, [c], [node], T0 + timedelta(hours=8, minutes=30))
     assert later[(c.id, telia)].needed and "old" in later[(c.id, telia)].reason
+
+
+def test_the_page_reads_the_same_points_and_only_the_callers_runs(
+        client: InfluxClient) -> None:
+    points = [p for h in range(12) for p in session(f"r-t{h}", *SIMS[0], h, tat=True)]
+    points += [p for h in range(12, 18) for p in session(f"r-c{h}", *SIMS[0], h, tat=False)]
+    client.write(points)
+    f = Filters(campaign="c-proxy")
+    mine = proxy_histories(client, f, readable=Readable())
+    html = page_html(abw_proxy_page(mine, filters=f), filters=f, choices=Choices())
+    rows = {r[0]: r for r in table_rows(html, "abw-proxy")}
+    telia = rows["se-01 Telia (240-01)"]
+    assert telia[1] == "15"  # 24 TATs, held back from the 10th
+    assert telia[6:8] == ["12", "6"]
+    # 12 full sessions of 2 x 12 MB + 4 x 0.402 MB, 6 cheap ones of 4 x 0.402 MB
+    assert telia[8] == f"{(12 * 25.608 + 6 * 1.608):.1f}"
+    theirs = proxy_histories(client, f, readable=Readable(runs=frozenset({"r-t0", "r-c12"})))
+    (h,) = theirs.values()
+    assert [r.run for r in h.runs] == ["r-t0", "r-c12"]
