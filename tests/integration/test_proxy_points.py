@@ -34,6 +34,7 @@ from orchestrator.timeseries.schema import (
     point,
 )
 from tests.integration import influxd
+from tests.integration.conftest import Api
 from tests.pagetables import table_rows
 
 pytestmark = pytest.mark.requires(influxd.available())
@@ -49,12 +50,14 @@ def client() -> Iterator[InfluxClient]:
         yield c
 
 
-def session(run: str, iface: str, mcc: str, name: str, hour: int, *, tat: bool) -> list[Point]:
-    """One abw-tat run at campaign hour ``hour``: a link at 6-10 Mbit/s over the day,
-    ABw reading it 10 % low, TAT 5 % high; ``tat`` False: the cheap session."""
+def session(run: str, iface: str, mcc: str, name: str, hour: int, *, tat: bool,
+            campaign: str = "c-proxy", start: datetime = T0) -> list[Point]:
+    """One abw-tat run at campaign hour ``hour`` from ``start``: a link at 6-10 Mbit/s
+    over the day, ABw reading it 10 % low, TAT 5 % high; ``tat`` False: the cheap
+    session."""
     ctx = RunContext(node="se-01", operator=mcc, operator_name=name, interface=iface,
-                     experiment="abw-tat", campaign="c-proxy", run=run, session=run)
-    t0 = (T0 + timedelta(hours=hour)).timestamp()
+                     experiment="abw-tat", campaign=campaign, run=run, session=run)
+    t0 = (start + timedelta(hours=hour)).timestamp()
     link = 8e6 + 2e6 * math.sin(hour / 4) + 1e5 * (hour % 3)
     points: list[Point] = []
     steps = (0, 2, 4, 6) if tat else (0, 1, 3, 4)
@@ -69,7 +72,7 @@ def session(run: str, iface: str, mcc: str, name: str, hour: int, *, tat: bool) 
             points.append(point(TAT_SUMMARY, ctx, {"mean_bps": link * 1.05 * (1 + 0.01 * k),
                                                    "sender_bytes": 12_000_000}, t,
                                 direction="uplink"))
-    points += modem_points([{"time": (T0 + timedelta(hours=hour)).isoformat(),
+    points += modem_points([{"time": (start + timedelta(hours=hour)).isoformat(),
                              "interface": iface, "mcc_mnc": mcc, "operator": name,
                              "rsrp": -95.0, "sinr": 12.0, "band": "3"}], ctx)
     return points
@@ -119,3 +122,45 @@ def test_the_page_reads_the_same_points_and_only_the_callers_runs(
     theirs = proxy_histories(client, f, readable=Readable(runs=frozenset({"r-t0", "r-c12"})))
     (h,) = theirs.values()
     assert [r.run for r in h.runs] == ["r-t0", "r-c12"]
+
+
+def test_through_the_api_a_trusted_proxy_books_the_cheap_session_and_the_ledger_sees_it(
+        api_influx: Api) -> None:
+    """A proxy-mode campaign on the orchestrator with a real store: its first window
+    books the full session (no TAT yet); once the store holds twelve TATs that the
+    ABw predicts closely, the next window books the ABw-only session, and the quota
+    reserves that session's forecast, not the full one's."""
+    api = api_influx
+    api.add_node("se-01", [SIMS[0]])
+    api.client.put("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin,
+                   json={"cap_bytes": 10**10, "reset_day": 1, "margin": 0.05})
+    t0 = api.clock.now().replace(microsecond=0)
+    r = api.client.post("/api/v1/campaigns", headers=api.admin, json={
+        "version": 2, "name": "proxy", "steps": [{"experiment": "abw-tat", "parameters": {
+            "run_s": 10, "repetitions": 1, "pause_s": 0}}],
+        "recurrence": {"kind": "every", "hours": 1, "start": t0.isoformat(),
+                       "end": (t0 + timedelta(hours=6)).isoformat()},
+        "time_scale": 6, "time_anchor": t0.isoformat(), "proxy": {"min_tats": 10}})
+    assert r.status_code == 201, r.text
+    campaign = r.json()
+    (first,) = campaign["runs"]  # one window ahead
+    assert first["parameters"]["tats"] == 1
+    full_bytes = first["reserved_bytes"]
+    # Its session, done (cancelled here: the planner books a finished session once).
+    assert api.client.post(f"/api/v1/runs/{first['id']}/cancel", headers=api.admin,
+                           json={}).status_code == 200
+    # Twelve TATs in the store at campaign hours -6 .. -1, the newest an hour old.
+    with InfluxClient(api.settings.influx.url, "ingest_test") as c:
+        c.create_database()
+        c.write([p for h in range(6) for p in session(
+            f"r-t{h}", *SIMS[0], h, tat=True, campaign=campaign["id"],
+            start=t0 - timedelta(hours=6))])
+    api.clock.advance(60)
+    assert api.client.post("/api/v1/plan", headers=api.admin).status_code == 200
+    runs = api.client.get(f"/api/v1/campaigns/{campaign['id']}",
+                          headers=api.admin).json()["runs"]
+    (cheap,) = [r for r in runs if r["id"] != first["id"]]
+    assert cheap["parameters"]["tats"] == 0
+    assert cheap["reserved_bytes"] < full_bytes / 3
+    q = api.client.get("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin).json()
+    assert q["reserved"] == cheap["reserved_bytes"]
