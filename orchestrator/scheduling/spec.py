@@ -236,6 +236,9 @@ class CampaignSpecV2(BaseModel):
             raise ValueError(f"proxy mode runs one step, the {PROXY_EXPERIMENT} session "
                              "(its ABw steps are the proxy's signals, its TATs the "
                              "calibration)")
+        if self.steps[0].parameters.get("tats", 1) == 0:
+            raise ValueError("proxy mode's step must measure TAT (not tats: 0): its TATs "
+                             "calibrate the proxy; the cheap session is cheap_parameters")
         if self.recurrence.kind not in ("every", "daily"):
             raise ValueError("proxy mode needs a recurring campaign (kind every or daily): "
                              "the proxy learns from the SIM's earlier sessions")

@@ -135,6 +135,9 @@ def test_proxy_mode_runs_one_abw_tat_step_on_a_recurring_campaign() -> None:
         campaign(steps=[{"experiment": "tat"}], recurrence=hourly(), proxy={})
     with pytest.raises(ValidationError, match="recurring campaign"):
         campaign(steps=STEP, proxy={})
+    with pytest.raises(ValidationError, match="must measure TAT"):
+        campaign(steps=[{"experiment": "abw-tat", "parameters": {"tats": 0}}],
+                 recurrence=hourly(), proxy={})
     with pytest.raises(ValidationError, match="min_tats"):
         proxy_campaign(min_tats=5)
     c = proxy_campaign(max_age_hours=3)
