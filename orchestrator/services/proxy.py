@@ -5,7 +5,9 @@ The planner is pure and reads the answers from its snapshot (``Snapshot.proxy``)
 are made here at each planning pass, from the campaign's own points in InfluxDB (the
 same ones the ``abw-proxy`` page reads). Without a time-series store, or while it does
 not answer, there is no answer: every window books its TAT. That costs bytes, never
-calibration.
+calibration. The planner's lock is held meanwhile, so each query is tried once (a store
+that hangs costs the pass one request timeout, 10 s by default), and the first failure
+ends the pass's reading.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from orchestrator.scheduling.recurrence import TimeScale
 from orchestrator.scheduling.selection import NodeFacts
 from orchestrator.scheduling.snapshot import Campaign
 from orchestrator.scheduling.spec import CampaignSpecV2
-from orchestrator.timeseries.influx import TimeSeriesError
+from orchestrator.timeseries.influx import InfluxClient, TimeSeriesError
 from orchestrator.timeseries.proxyrows import Queryable, campaign_points
 
 log = logging.getLogger(__name__)
@@ -60,15 +62,19 @@ def verdicts(ts: object, campaigns: Sequence[Campaign], nodes: Sequence[NodeFact
     if not isinstance(ts, Queryable):
         log.warning("proxy mode: no time-series store to read; every window books a TAT")
         return out
+    if isinstance(ts, InfluxClient):  # the planner's lock is held: one try per query
+        ts = ts.without_retries()
     keys = {(n.id, s.mcc_mnc): SimKey(n.id, s.interface, s.mcc_mnc)
             for n in nodes for s in n.sims}
     for c in proxied:
         try:
             sims = histories(*campaign_points(ts, c.id))
         except TimeSeriesError as e:
-            log.warning("proxy mode: campaign %s's points unreadable (%s); its windows "
-                        "book a TAT", c.id, e)
-            continue
+            # The store is down or refuses: the other campaigns' queries would wait on
+            # it too. Every proxy-mode window of this pass books its TAT.
+            log.warning("proxy mode: campaign %s's points unreadable (%s); this pass's "
+                        "proxy-mode windows book a TAT", c.id, e)
+            break
         now_s = campaign_now_s(c.spec, c.submitted_at, now)
         for sim, h in sims.items():
             key = keys.get((NodeId(sim.node), sim.operator))

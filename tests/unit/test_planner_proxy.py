@@ -151,3 +151,28 @@ def test_a_session_key_names_the_sim_the_verdict_was_for() -> None:
     keys = {b.session for b in run(s, c).bookings()}
     assert {k.interfaces for k in keys} == {("op0",), ("op1",)}
     assert all(isinstance(k, SessionKey) for k in keys)
+
+
+def test_a_store_that_does_not_answer_leaves_every_window_a_tat_without_back_off() -> None:
+    """The planner's lock is held while the answers are read: a store that refuses
+    connections is asked once (no back-off sleeps), and no SIM gets an answer, so
+    every proxy-mode window books its TAT."""
+    import httpx
+
+    from orchestrator.services.proxy import verdicts
+    from orchestrator.timeseries.influx import InfluxClient
+
+    asked: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        raise httpx.ConnectError("refused", request=request)
+
+    slept: list[float] = []
+    store = InfluxClient("http://store:8086", "db", sleep=slept.append,
+                         http=httpx.Client(transport=httpx.MockTransport(refuse)))
+    cs = [proxy_campaign("p1"), proxy_campaign("p2")]
+    assert verdicts(store, cs, [node("se-01")], NOW) == {}
+    assert asked == ["/query"] and slept == []
+    p = run(psnap([node("se-01")], proxy={}), *cs)
+    assert {b.parameters["tats"] for b in p.bookings()} == {1}
