@@ -140,14 +140,15 @@ def build_lanes(campaign: CampaignId, spec: CampaignSpecV2, submitted_at: dateti
         sim_groups = [(s,) for s in ordered] if group_size == 1 else [tuple(ordered[:group_size])]
         slot = 0
         for sim_group in sim_groups:
-            session = steps
+            session, variant = steps, "full"
             if cheap is not None:
                 sim = SimKey(node.id, sim_group[0].interface, sim_group[0].mcc_mnc)
                 verdict = snapshot.proxy.get((campaign, sim))
-                session = steps if verdict is None or verdict.needed else cheap
+                if verdict is not None and not verdict.needed:
+                    session, variant = cheap, "cheap"
             try:
-                lane = _lane(campaign, out.project, node, sim_group, session, spec, snapshot,
-                             templates, decide)
+                lane = _lane(campaign, out.project, node, sim_group, (variant, session), spec,
+                             snapshot, templates, decide)
             except _Refused as e:
                 return CampaignLanes(out.project, decisions=[*out.decisions, Decision(
                     DecisionKind.REJECTED, e.code, campaign, str(e))])
@@ -278,7 +279,8 @@ def _occurrences(spec: CampaignSpecV2, tz: str, scale: rec.TimeScale, submitted:
 
 
 def _lane(campaign: CampaignId, project: ProjectId, node: NodeFacts,
-          group: tuple[SimFacts, ...], steps: list[tuple[str, dict[str, Any], ForecastModel]],
+          group: tuple[SimFacts, ...],
+          session: tuple[str, list[tuple[str, dict[str, Any], ForecastModel]]],
           spec: CampaignSpecV2, snapshot: Snapshot,
           templates: dict[tuple[Any, ...], tuple[tuple[RunSlot, ...], int, tuple[int, ...]]],
           decide: Any) -> Lane | None:
@@ -294,8 +296,9 @@ def _lane(campaign: CampaignId, project: ProjectId, node: NodeFacts,
         quotas.append(q)
     rates = tuple(expected_rate(snapshot.history, node=node.id, mcc_mnc=s.mcc_mnc,
                                 policy=snapshot.rates) for s in group)
-    # Keyed by the steps too: a proxy campaign's cheap and full sessions differ.
-    key = (id(steps), *(r.rate_bps for r in rates))
+    # Keyed by the session's variant too: a proxy campaign's cheap and full ones differ.
+    variant, steps = session
+    key = (variant, *(r.rate_bps for r in rates))
     if key not in templates:
         try:
             templates[key] = _template(steps, spec, rates, math.ceil(snapshot.padding_s))
