@@ -81,6 +81,8 @@ def run_tat(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:
 
 def summarise(tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]],
               records: list[dict[str, Any]]) -> dict[str, Any]:
+    if not tats:
+        return summarise_abw_only(abws, records)
     figures = session_figures(tat=[tat_run(t) for t in tats], abw=[abw_run(a) for a in abws])
     by_kind = {"abw": 0, "tat": 0}
     for r in records:
@@ -114,6 +116,24 @@ def summarise(tats: list[dict[str, Any]], abws: list[list[dict[str, Any]]],
     }
 
 
+def summarise_abw_only(abws: list[list[dict[str, Any]]],
+                       records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A session without TAT (``tats: 0``, a proxy-mode campaign's cheap session): the
+    ABw figures alone; the TAT fields are None (there is nothing to pair)."""
+    runs = [abw_run(a) for a in abws]
+    methods: dict[str, list[float]] = {}
+    for r in runs:
+        methods.setdefault(r.method, []).append(r.mean_bps)
+    abw_bytes = sum(r["iface_rx_bytes"] + r["iface_tx_bytes"] for r in records
+                    if r["kind"] == "abw")
+    per_method = {m: {"abw_mean_bps": sum(v) / len(v), "estimates": sum(
+        len(r.estimates_bps) for r in runs if r.method == m)} for m, v in methods.items()}
+    means = [f["abw_mean_bps"] for f in per_method.values()]
+    return {"tat_mean_bps": None, "abw_mean_bps": sum(means) / len(means) if means else None,
+            "rd": None, "abs_diff_bps": None, "methods": per_method,
+            "abw_iface_bytes": abw_bytes, "tat_iface_bytes": 0, "volume_ratio_iface": None}
+
+
 def check_parameters(p: dict[str, Any]) -> None:
     """Refuse, before any traffic, what no step could measure."""
     if p.get("tat_tool", "iperf3") not in TAT_TOOLS:
@@ -138,7 +158,8 @@ def run_session(config: dict[str, Any], out: Path) -> dict[str, Any]:
         check_parameters(p)
         plan = session_steps(method1=str(p["method1"]), method2=str(p["method2"]),
                              halves=int(p["halves"]), pause_s=float(p["pause_s"]),
-                             repetitions=int(p.get("repetitions", 1)))
+                             repetitions=int(p.get("repetitions", 1)),
+                             tat=int(p.get("tats", 1)) > 0)
         for n, step in enumerate(plan):
             if step.kind == "pause":
                 time.sleep(step.seconds)
@@ -186,6 +207,10 @@ def main() -> None:
     if "error" in doc:
         raise SessionError(doc["error"])
     s = doc["summary"]
+    if s["tat_mean_bps"] is None:
+        print(f"abw-tat: ABw only, {s['abw_mean_bps'] / 1e6:.2f} Mbit/s", file=sys.stderr)
+        print(json.dumps({k: s[k] for k in ("tat_mean_bps", "abw_mean_bps", "rd")}))
+        return
     print(f"abw-tat: TAT {s['tat_mean_bps'] / 1e6:.2f} Mbit/s, ABw {s['abw_mean_bps'] / 1e6:.2f}"
           f" Mbit/s, RD {s['rd']:.1%}, volume ratio {s['volume_ratio_iface']}", file=sys.stderr)
     print(json.dumps({k: s[k] for k in ("tat_mean_bps", "abw_mean_bps", "rd")}))

@@ -19,11 +19,12 @@ class Step:
 
 
 def session_steps(*, method1: str, method2: str, halves: int, pause_s: float,
-                  repetitions: int = 1) -> list[Step]:
+                  repetitions: int = 1, tat: bool = True) -> list[Step]:
     """``repetitions`` times ABW1-TAT-ABW2, pause, ABW2-TAT-ABW1, with a pause between
     repetitions too: each tool runs once before and once after a TAT, so neither always
     measures a link just loaded (or just idle). With one half, every repetition is
-    ABW1-TAT-ABW2."""
+    ABW1-TAT-ABW2. Without ``tat`` each half is ABW1-ABW2: the cheap session of a
+    campaign in proxy mode, whose TAT the calibrated proxy predicts instead."""
     if repetitions < 1 or halves not in (1, 2):
         raise ValueError("a session has at least one repetition of one or two halves")
     orders = [(method1, method2), (method2, method1)][:halves]
@@ -33,7 +34,7 @@ def session_steps(*, method1: str, method2: str, halves: int, pause_s: float,
             if steps:
                 steps.append(Step("pause", half, seconds=pause_s, repetition=rep))
             steps += [Step("abw", half, first, repetition=rep),
-                      Step("tat", half, repetition=rep),
+                      *([Step("tat", half, repetition=rep)] if tat else []),
                       Step("abw", half, second, repetition=rep)]
     return steps
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from orchestrator.analysis.proxy_data import SimHistory, SimId, histories
 from orchestrator.pages.abwtools import AbwToolsRow
 from orchestrator.pages.cca import CcaRow
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
@@ -25,6 +26,7 @@ from orchestrator.pages.shortflows_data import ShortFlowRow
 from orchestrator.services.access import Readable
 from orchestrator.timeseries.ccacompare import CCA_COMPARE
 from orchestrator.timeseries.influx import Series, literal
+from orchestrator.timeseries.proxyrows import campaign_points
 from orchestrator.timeseries.schema import ABW, ABW_TOOLS, GOODPUT, TAT_SUMMARY
 from orchestrator.timeseries.shortflows import SHORT_FLOWS
 
@@ -248,3 +250,24 @@ def abw_tools_estimates(ts: TimeSeriesQuery, filters: Filters, *,
             control_bytes=int(row.get("control_bytes") or 0),
             repetition=int(row.get("repetition") or 0), step=int(row.get("step") or 0)))
     return out
+
+
+# --- abw-proxy (orchestrator/pages/abwproxy.py) ----------------------------------------
+
+
+def proxy_histories(ts: TimeSeriesQuery, filters: Filters, *,
+                    readable: Readable) -> dict[SimId, SimHistory]:
+    """The chosen campaign's SIM histories (the planner's, timeseries.proxyrows), of the
+    runs the caller may read, narrowed to the operator and node filters; none without
+    a campaign (a proxy is per campaign)."""
+    if not filters.campaign:
+        return {}
+    tats, abws, modems = campaign_points(ts, filters.campaign)
+
+    def keep(sim: SimId, run: str) -> bool:
+        return (readable.run(run) and filters.operator in (None, sim.operator)
+                and filters.node in (None, sim.node))
+
+    return histories([t for t in tats if keep(t.sim, t.run)],
+                     [a for a in abws if keep(a.sim, a.run)],
+                     [m for m in modems if keep(m.sim, m.run)])

@@ -40,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.model.fleet import BadFleetFilter, parse_query
 from orchestrator.pages import campaigns, fleet, html, queries, views
+from orchestrator.pages.abwproxy import abw_proxy_page
 from orchestrator.pages.abwtools import abw_tools_page
 from orchestrator.pages.cca import cca_page
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
@@ -261,6 +262,14 @@ def abw_tools(request: Request, campaign: Text = None, operator: Text = None,
               node: Text = None, days: Text = None) -> Response:
     return _page(request, lambda ts, f, _z, r: abw_tools_page(
         queries.abw_tools_estimates(ts, f, readable=r), filters=f),
+        campaign=campaign, operator=operator, node=node, days=days)
+
+
+@router.get("/pages/abw-proxy", response_class=HTMLResponse)
+def abw_proxy(request: Request, campaign: Text = None, operator: Text = None,
+              node: Text = None, days: Text = None) -> Response:
+    return _page(request, lambda ts, f, _z, r: abw_proxy_page(
+        queries.proxy_histories(ts, f, readable=r), filters=f),
         campaign=campaign, operator=operator, node=node, days=days)
 
 

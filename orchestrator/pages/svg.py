@@ -441,3 +441,69 @@ def cdf(*, chart_id: str, title: str, desc: str, series: Sequence[tuple[str, Seq
     out += _legend(frame, [name for name, _ in finite])
     out.append("</svg>")
     return "\n".join(out)
+
+
+# --- predictions with intervals ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A prediction with its interval at ``x``, and what was measured there (if any)."""
+
+    x: float
+    predicted: float
+    low: float
+    high: float
+    measured: float | None = None
+
+    @property
+    def covered(self) -> bool | None:
+        return None if self.measured is None else self.low <= self.measured <= self.high
+
+
+def interval_chart(*, chart_id: str, title: str, desc: str, intervals: Sequence[Interval],
+                   x_label: str, y_label: str, frame: Frame = Frame(height=340)) -> str:
+    """Each prediction as a marker with its interval as a vertical bar, and the value
+    measured there as a second marker (hollow when outside the interval); y from 0.
+    Names: "predicted (interval)" and "measured", in the legend too."""
+    names = ["predicted (interval)", "measured"]
+    frame = _with_legend(frame, names)
+    finite = [v for iv in intervals for v in (iv.predicted, iv.low, iv.high, iv.measured)
+              if v is not None and math.isfinite(v)]
+    xs_all = [iv.x for iv in intervals]
+    x_lo, x_hi, x_ticks = nice_domain(min(xs_all, default=0.0), max(xs_all, default=1.0))
+    y_lo, y_hi, y_ticks = nice_domain(0.0, max(finite, default=1.0))
+    xs, ys = Scale(x_lo, x_hi, frame.x0, frame.x1), Scale(y_lo, y_hi, frame.y0, frame.y1)
+    out = _open(chart_id, frame, title, desc) + _y_axis(frame, ys, y_ticks, y_label)
+    out += _x_axis(frame, xs, x_ticks, x_label)
+    out.append(f'<g class="series" data-series="{names[0]}">')
+    for iv in intervals:
+        x = _n(xs(iv.x))
+        top = iv.high if math.isfinite(iv.high) else y_hi
+        tip = (f"x {iv.x:.3g}: predicted {iv.predicted:.3g}, interval {iv.low:.3g} to "
+               f"{iv.high:.3g}" + (f", measured {iv.measured:.3g}"
+                                   if iv.measured is not None else ""))
+        covered = "" if iv.covered is None else f' data-covered="{str(iv.covered).lower()}"'
+        out.append(f'<g class="interval" data-x="{iv.x:.6g}" data-predicted='
+                   f'"{iv.predicted:.6g}" data-low="{iv.low:.6g}" data-high="{iv.high:.6g}"'
+                   + ("" if iv.measured is None else f' data-measured="{iv.measured:.6g}"')
+                   + f"{covered}><title>{esc(tip)}</title>")
+        out.append(f'<line x1="{x}" x2="{x}" y1="{_n(ys(iv.low))}" y2="{_n(ys(top))}" '
+                   f'stroke="{colour(0)}" stroke-width="2" stroke-opacity="0.6"/>')
+        out.append(f'<circle cx="{x}" cy="{_n(ys(iv.predicted))}" r="3" '
+                   f'fill="{colour(0)}"/>')
+        out.append("</g>")
+    out.append("</g>")
+    out.append(f'<g class="series" data-series="{names[1]}">')
+    for iv in intervals:
+        if iv.measured is None:
+            continue
+        fill = colour(1) if iv.covered else "none"
+        out.append(f'<circle class="point" cx="{_n(xs(iv.x))}" cy="{_n(ys(iv.measured))}" '
+                   f'r="4" fill="{fill}" stroke="{colour(1)}" stroke-width="1.5" '
+                   f'data-x="{iv.x:.6g}" data-y="{iv.measured:.6g}"><title>'
+                   f'{esc(f"measured {iv.measured:.3g}")}</title></circle>')
+    out.append("</g>")
+    out += _legend(frame, names)
+    out.append("</svg>")
+    return "\n".join(out)

@@ -422,6 +422,9 @@ PAGES = (
     ("abw-tools", "ABw tools", "abw-tools: each ABw method at small and large probes "
      "against TAT on the same link (error, latency, probe bytes, overhead), and the "
      "small probes' error beside the large ones' (a gateway's packet-rate cap)."),
+    ("abw-proxy", "ABw proxy", "The calibrated TAT proxy per SIM: predicted against "
+     "measured TAT with 90 % intervals, their coverage on held-back TATs, the median "
+     "absolute error, and bytes spent against an all-TAT campaign (docs/abw-proxy.md)."),
     ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
      "what was deferred, skipped or rejected, and why."),
     ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "

@@ -42,7 +42,7 @@ from orchestrator.scheduling.snapshot import (
     ReasonCode,
     Snapshot,
 )
-from orchestrator.scheduling.spec import CampaignSpecV2, Daily, Every
+from orchestrator.scheduling.spec import CampaignSpecV2, Daily, Every, StepSpec
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,8 @@ def build_lanes(campaign: CampaignId, spec: CampaignSpecV2, submitted_at: dateti
 
     try:
         steps = _resolve_steps(spec, snapshot.catalogue)
+        cheap = (_resolve_steps(spec, snapshot.catalogue, spec.cheap_steps())
+                 if spec.proxy else None)
         chosen = _select(spec, snapshot.nodes)
     except _Refused as e:
         decide(DecisionKind.REJECTED, e.code, str(e))
@@ -114,7 +116,7 @@ def build_lanes(campaign: CampaignId, spec: CampaignSpecV2, submitted_at: dateti
     scale = rec.TimeScale(spec.time_scale, spec.time_anchor or submitted_at)
     occurrences: dict[str, rec.Occurrences | None] = {}
     group_lanes: dict[str, list[list[int]]] = {}
-    templates: dict[tuple[float, ...], tuple[tuple[RunSlot, ...], int, tuple[int, ...]]] = {}
+    templates: dict[tuple[Any, ...], tuple[tuple[RunSlot, ...], int, tuple[int, ...]]] = {}
     for node, sims in chosen:
         if node.id in snapshot.unavailable:
             decide(DecisionKind.DEFERRED, ReasonCode.NODE_UNAVAILABLE,
@@ -138,9 +140,15 @@ def build_lanes(campaign: CampaignId, spec: CampaignSpecV2, submitted_at: dateti
         sim_groups = [(s,) for s in ordered] if group_size == 1 else [tuple(ordered[:group_size])]
         slot = 0
         for sim_group in sim_groups:
+            session, variant = steps, "full"
+            if cheap is not None:
+                sim = SimKey(node.id, sim_group[0].interface, sim_group[0].mcc_mnc)
+                verdict = snapshot.proxy.get((campaign, sim))
+                if verdict is not None and not verdict.needed:
+                    session, variant = cheap, "cheap"
             try:
-                lane = _lane(campaign, out.project, node, sim_group, steps, spec, snapshot,
-                             templates, decide)
+                lane = _lane(campaign, out.project, node, sim_group, (variant, session), spec,
+                             snapshot, templates, decide)
             except _Refused as e:
                 return CampaignLanes(out.project, decisions=[*out.decisions, Decision(
                     DecisionKind.REJECTED, e.code, campaign, str(e))])
@@ -190,13 +198,34 @@ def build_lanes(campaign: CampaignId, spec: CampaignSpecV2, submitted_at: dateti
                "window(s) were not run (missed: skip)",
                count=sum(n for _, n in missed), first=missed[0][0], last=missed[-1][0])
     out.events.sort(key=lambda e: (e.start, e.nominal))
+    if spec.proxy is not None:
+        out.events = _one_ahead(campaign, out, snapshot)
     return out
 
 
-def _resolve_steps(spec: CampaignSpecV2, catalogue: Mapping[str, ForecastModel]
+def _one_ahead(campaign: CampaignId, out: CampaignLanes, snapshot: Snapshot) -> list[Event]:
+    """Proxy mode books a SIM one window ahead: none while one of its sessions is held
+    (its results would change the next decision), else only its earliest open window.
+    The next pass, after that session ran, decides the one after it."""
+    held = {(e.session.node, e.session.interfaces) for e in snapshot.calendar
+            if e.session is not None and e.session.campaign == campaign
+            and e.status is EntryStatus.HELD}
+    taken = {i for i, lane in enumerate(out.lanes) if (lane.node, lane.interfaces) in held}
+    events = []
+    for ev in out.events:
+        slots = tuple(np.array([i for i in s.tolist() if i not in taken], dtype=np.int64)
+                      for s in ev.slots)
+        taken.update(i for s in slots for i in s.tolist())
+        if any(len(s) for s in slots):
+            events.append(Event(ev.start, ev.end, ev.nominal, slots))
+    return events
+
+
+def _resolve_steps(spec: CampaignSpecV2, catalogue: Mapping[str, ForecastModel],
+                   which: list[StepSpec] | None = None
                    ) -> list[tuple[str, dict[str, Any], ForecastModel]]:
     steps = []
-    for i, step in enumerate(spec.steps):
+    for i, step in enumerate(spec.steps if which is None else which):
         model = catalogue.get(step.experiment)
         if model is None:
             raise _Refused(ReasonCode.BAD_SPEC, f"step {i}: unknown experiment "
@@ -250,9 +279,10 @@ def _occurrences(spec: CampaignSpecV2, tz: str, scale: rec.TimeScale, submitted:
 
 
 def _lane(campaign: CampaignId, project: ProjectId, node: NodeFacts,
-          group: tuple[SimFacts, ...], steps: list[tuple[str, dict[str, Any], ForecastModel]],
+          group: tuple[SimFacts, ...],
+          session: tuple[str, list[tuple[str, dict[str, Any], ForecastModel]]],
           spec: CampaignSpecV2, snapshot: Snapshot,
-          templates: dict[tuple[float, ...], tuple[tuple[RunSlot, ...], int, tuple[int, ...]]],
+          templates: dict[tuple[Any, ...], tuple[tuple[RunSlot, ...], int, tuple[int, ...]]],
           decide: Any) -> Lane | None:
     sims = tuple(SimKey(node.id, s.interface, s.mcc_mnc) for s in group)
     quotas = []
@@ -266,7 +296,9 @@ def _lane(campaign: CampaignId, project: ProjectId, node: NodeFacts,
         quotas.append(q)
     rates = tuple(expected_rate(snapshot.history, node=node.id, mcc_mnc=s.mcc_mnc,
                                 policy=snapshot.rates) for s in group)
-    key = tuple(r.rate_bps for r in rates)
+    # Keyed by the session's variant too: a proxy campaign's cheap and full ones differ.
+    variant, steps = session
+    key = (variant, *(r.rate_bps for r in rates))
     if key not in templates:
         try:
             templates[key] = _template(steps, spec, rates, math.ceil(snapshot.padding_s))

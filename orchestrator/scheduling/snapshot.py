@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from orchestrator.analysis.proxy import Verdict
 from orchestrator.model.ids import CampaignId, NodeId
 from orchestrator.quotas.ledger import LedgerState, SimKey
 from orchestrator.scheduling.forecast import ForecastModel, LinkHistory, RatePolicy
@@ -95,6 +96,9 @@ class Snapshot:
     #: Gap between two runs on a node, s (settings.scheduling.padding_s).
     padding_s: float = 5.0
     rates: RatePolicy = field(default_factory=RatePolicy)
+    #: Proxy-mode campaigns: per SIM, whether its calibrated TAT proxy asks for a TAT
+    #: (orchestrator.analysis.proxy.tat_needed). A SIM without an entry gets a TAT.
+    proxy: Mapping[tuple[CampaignId, SimKey], Verdict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

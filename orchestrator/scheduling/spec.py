@@ -159,6 +159,30 @@ class Daily(BaseModel):
 
 Recurrence = Annotated[Asap | Idle | Every | Daily, Field(discriminator="kind")]
 
+#: The one experiment a campaign in proxy mode may run: its ABw steps are the proxy's
+#: signals and its TAT steps the proxy's calibration (``tats: 0`` drops them).
+PROXY_EXPERIMENT = "abw-tat"
+
+
+class Proxy(BaseModel):
+    """Proxy mode (docs/abw-proxy.md): each window books the cheap session (the step
+    with ``cheap_parameters`` over its own: ABw only) unless the SIM's calibrated TAT
+    proxy asks for a TAT (too few TATs, the newest too old, or its 90 % interval too
+    wide for its prediction); then it books the step as written, TAT included. Each
+    SIM is booked one window ahead, so each decision sees the results before it."""
+
+    model_config = ConfigDict(extra="forbid")
+    cheap_parameters: dict[str, Any] = Field(default_factory=lambda: {"tats": 0},
+                                             max_length=bounds.MAX_PARAMETERS)
+    #: A TAT runs when the 90 % interval's width (high - low) exceeds this share of the
+    #: predicted rate.
+    max_relative_width: float = Field(1.0, gt=0, le=100)
+    #: A TAT runs when the SIM's newest TAT is older than this, campaign hours.
+    max_age_hours: float = Field(6.0, gt=0, le=24 * 366)
+    #: TATs a SIM needs before the proxy stands in for one (9 give a bounded 90 %
+    #: interval at all: orchestrator.analysis.proxy.conformal_rank).
+    min_tats: int = Field(10, ge=9, le=1000)
+
 
 class CampaignSpecV2(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -186,6 +210,8 @@ class CampaignSpecV2(BaseModel):
     #: slower than wall time (that would stretch windows past any horizon).
     time_scale: float = Field(1.0, ge=1, le=1e6)
     time_anchor: AwareDatetime | None = None
+    #: Proxy mode: ABw every window, a TAT only when the calibrated proxy asks for one.
+    proxy: Proxy | None = None
 
     @field_validator("time_anchor")
     @classmethod
@@ -201,6 +227,29 @@ class CampaignSpecV2(BaseModel):
                 f"{runs} runs; at most {bounds.MAX_RUNS_PER_SESSION}: fewer repetitions or "
                 "steps, or a second campaign")
         return self
+
+    @model_validator(mode="after")
+    def _proxy_mode(self) -> CampaignSpecV2:
+        if self.proxy is None:
+            return self
+        if len(self.steps) != 1 or self.steps[0].experiment != PROXY_EXPERIMENT:
+            raise ValueError(f"proxy mode runs one step, the {PROXY_EXPERIMENT} session "
+                             "(its ABw steps are the proxy's signals, its TATs the "
+                             "calibration)")
+        if self.steps[0].parameters.get("tats", 1) == 0:
+            raise ValueError("proxy mode's step must measure TAT (not tats: 0): its TATs "
+                             "calibrate the proxy; the cheap session is cheap_parameters")
+        if self.recurrence.kind not in ("every", "daily"):
+            raise ValueError("proxy mode needs a recurring campaign (kind every or daily): "
+                             "the proxy learns from the SIM's earlier sessions")
+        return self
+
+    def cheap_steps(self) -> list[StepSpec]:
+        """Proxy mode's cheap session: the steps with ``cheap_parameters`` over theirs."""
+        assert self.proxy is not None
+        return [StepSpec(experiment=s.experiment,
+                         parameters={**s.parameters, **self.proxy.cheap_parameters})
+                for s in self.steps]
 
     def dates(self) -> list[tuple[str, datetime]]:
         """Every date the spec names, as UTC instants (days at their midnight), with

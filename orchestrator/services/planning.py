@@ -44,7 +44,7 @@ from orchestrator.scheduling.planner import (
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.spec import CampaignSpecV2, parse_campaign
 from orchestrator.schemas import PlanPublic
-from orchestrator.services import quotas
+from orchestrator.services import proxy, quotas
 from orchestrator.services.bookings import write_bookings
 from orchestrator.services.context import Context
 from orchestrator.services.history import link_history, rate_policy
@@ -156,7 +156,10 @@ def _calendar(ctx: Context, s: Session, campaign_ids: Sequence[str]) -> list[Cal
 
 
 def build_snapshot(ctx: Context, s: Session, now: datetime,
-                   campaign_ids: Sequence[str]) -> Snapshot:
+                   campaign_ids: Sequence[str],
+                   campaigns: Sequence[PlanCampaign] = ()) -> Snapshot:
+    """The planner's input; ``campaigns`` in proxy mode also get their SIMs' answers to
+    "is a TAT needed now" (:mod:`orchestrator.services.proxy`)."""
     nodes = s.scalars(select(Node).order_by(Node.id)).all()
     facts = [
         NodeFacts(
@@ -179,6 +182,7 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
         unavailable=unavailable_nodes(ctx, nodes, now),
         padding_s=sched.padding_s,
         rates=rate_policy(ctx.settings),
+        proxy=proxy.verdicts(ctx.timeseries, campaigns, facts, now),
     )
 
 
@@ -219,7 +223,7 @@ def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
         # 10,000 nodes, seconds of CPU beside the heartbeats).
         s.flush()
         return PlanPublic(planned_at=now, campaigns=0, runs_booked=0, decisions=0)
-    snapshot = build_snapshot(ctx, s, now, [c.id for c in campaigns])
+    snapshot = build_snapshot(ctx, s, now, [c.id for c in campaigns], campaigns)
     result = plan(snapshot, campaigns,
                   horizon=timedelta(seconds=ctx.settings.scheduling.horizon_s))
     booked = write_bookings(s, result, rows, ctx.catalogue, now)

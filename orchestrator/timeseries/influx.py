@@ -94,6 +94,13 @@ class InfluxClient:
     def close(self) -> None:
         self._http.close()
 
+    def without_retries(self) -> InfluxClient:
+        """The same store and connection pool, each request tried once: for a reader
+        that holds a lock (the planner's proxy-mode decisions) and has a safe answer
+        when the store does not reply, rather than seconds of back-off."""
+        return InfluxClient(self.url, self.database, batch_size=self.batch_size,
+                            retries=0, sleep=self._sleep, http=self._http)
+
     def __enter__(self) -> InfluxClient:
         return self
 

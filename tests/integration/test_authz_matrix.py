@@ -392,6 +392,7 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
     ("GET", "/pages/short-flows"): (PAGE, fixed("/pages/short-flows")),
     ("GET", "/pages/cca-compare"): (PAGE, fixed("/pages/cca-compare")),
     ("GET", "/pages/abw-tools"): (PAGE, fixed("/pages/abw-tools")),
+    ("GET", "/pages/abw-proxy"): (PAGE, fixed("/pages/abw-proxy")),
     ("GET", "/pages/campaigns"): (PAGE, fixed("/pages/campaigns")),
     ("GET", "/pages/fleet"): (PAGE, fixed("/pages/fleet")),
     ("POST", "/pages/campaigns/{campaign_id}/cancel"): ((303, 303, 404, LOGIN, LOGIN),
@@ -406,7 +407,7 @@ MATRIX: dict[tuple[str, str], tuple[tuple[Expect, ...], Prepare]] = {
 TIME_SERIES_PAGES = {"/pages/hourly", "/pages/daily", "/pages/abw-tat", "/pages/time-of-day"}
 #: Pages that read the store but show no TAT (the "No TAT measurements" check skips them).
 OTHER_STORE_PAGES = {"/pages/goodput", "/pages/short-flows", "/pages/cca-compare",
-                     "/pages/abw-tools"}
+                     "/pages/abw-tools", "/pages/abw-proxy"}
 
 
 @pytest.fixture

@@ -201,3 +201,18 @@ def test_itgsend_binds_signalling_to_the_address_and_routes_the_flow(
     # not bound to the device: what arrives on another (the fleet's emulator TUN) is lost
     assert cmd[cmd.index("-Ssa") + 1] == "10.1.0.2" and "-i" not in cmd
     assert cmd[cmd.index("-x") + 1] == "r.log" and cmd[cmd.index("-l") + 1] == "s.log"
+
+
+def test_without_tat_a_session_is_abw_steps_only_and_says_so(session: ModuleType) -> None:
+    """``tats: 0``: proxy mode's cheap session, ABW1-ABW2 per half, no TAT to pair."""
+    from steps import session_steps
+
+    plan = session_steps(method1="yaz", method2="yaz", halves=2, pause_s=5, tat=False)
+    assert [s.kind for s in plan] == ["abw", "abw", "pause", "abw", "abw"]
+    abws = [_abw("yaz", 0, 5.5e6), _abw("yaz", 10, 6.5e6)]
+    steps = [{"kind": "abw", "iface_rx_bytes": 10_000, "iface_tx_bytes": 1_200_000}] * 2
+    s = session.summarise([], abws, steps)
+    assert s["tat_mean_bps"] is None and s["rd"] is None
+    assert s["abw_mean_bps"] == pytest.approx(6e6)
+    assert s["methods"]["yaz"]["estimates"] == 8
+    assert s["abw_iface_bytes"] == 2_420_000 and s["tat_iface_bytes"] == 0
