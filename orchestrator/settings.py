@@ -219,6 +219,18 @@ class DatasetSettings(BaseModel):
     max_release_bytes: int = Field(200 * 1024**3, ge=1)
 
 
+class FleetSettings(BaseModel):
+    """Nodes made at start, before the API serves (services.fleetfile): the compose
+    stack's emulated fleet starts with the control plane, its tokens made beforehand."""
+
+    #: A fleet file (deploy/fleet/nodes.yaml: ``nodes:``, each as `testbed node add`
+    #: takes it). Only its nodes with a hash below are made.
+    file: Path | None = None
+    #: ``ID=SHA256HEX`` items (commas or spaces between): the SHA-256 of each node's
+    #: token, hex. The tokens themselves never reach the orchestrator.
+    token_hashes: str = ""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TESTBED_", env_nested_delimiter="__")
 
@@ -247,6 +259,7 @@ class Settings(BaseSettings):
     scheduling: SchedulingSettings = SchedulingSettings()
     influx: InfluxSettings = InfluxSettings()
     datasets: DatasetSettings = DatasetSettings()
+    fleet: FleetSettings = FleetSettings()
 
     @field_validator("metrics_token")
     @classmethod
