@@ -25,7 +25,7 @@ from datetime import datetime
 
 from node_agent import __version__
 from node_agent.assignments import AssignmentBook, load_book, save_book
-from node_agent.backoff import Backoff
+from node_agent.backoff import Backoff, register_backoff
 from node_agent.client import OrchestratorClient
 from node_agent.clock import (
     estimate,
@@ -37,6 +37,7 @@ from node_agent.clock import (
 from node_agent.config import AgentConfig
 from node_agent.errors import (
     AgentError,
+    OrchestratorUnreachable,
     Unauthorized,
 )
 from node_agent.execution import bundle_run, deploy, run_session
@@ -166,7 +167,7 @@ class Agent:
         return held | outcomes | self.spool.run_ids()
 
     def _register(self) -> bool:
-        backoff = Backoff(max_s=self.config.max_backoff_s)
+        backoff = register_backoff(self.config.max_backoff_s)
         while not self._stopping.is_set():
             body = Registration(
                 agent_version=__version__,
@@ -186,8 +187,12 @@ class Agent:
                 continue
             except Exception as e:  # AgentError, or a bug: never crash-loop fast
                 delay = backoff.next_delay()
-                log.warning("cannot register (%s); retrying in %.0f s", e, delay,
-                            exc_info=not isinstance(e, AgentError))
+                # Out of contact is normal (the orchestrator starting, a train in a
+                # tunnel): said, not warned about.
+                log.log(logging.INFO if isinstance(e, OrchestratorUnreachable)
+                        else logging.WARNING,
+                        "cannot register (%s); retrying in %.1f s", e, delay,
+                        exc_info=not isinstance(e, AgentError))
                 if not self._sleep(delay):
                     return False
                 continue
@@ -234,8 +239,10 @@ class Agent:
                 continue
             except Exception as e:  # AgentError, or a bug: keep measuring, retry paced
                 delay = min(backoff.next_delay(), self.heartbeat_interval_s)
-                log.warning("heartbeat failed (%s); next try in %.0f s", e, delay,
-                            exc_info=not isinstance(e, AgentError))
+                log.log(logging.INFO if isinstance(e, OrchestratorUnreachable)
+                        else logging.WARNING,
+                        "heartbeat failed (%s); next try in %.0f s", e, delay,
+                        exc_info=not isinstance(e, AgentError))
                 self._sleep(delay)
                 continue
             if backoff.failures:
