@@ -15,7 +15,7 @@ from orchestrator.services.context import Context
 from orchestrator.services.fleetfile import FleetNode, ensure_fleet, load_fleet
 from orchestrator.services.users import DEFAULT_PROJECT, get_or_create_project
 from orchestrator.settings import Settings
-from orchestrator.store.db import Database, make_engine
+from orchestrator.store.db import Database, make_engine, wait_for_database
 from orchestrator.store.migrate import upgrade
 from orchestrator.timeseries.influx import InfluxClient
 
@@ -26,6 +26,8 @@ def build_context(settings: Settings, clock: Clock | None = None) -> Context:
     # A broken fleet file stops the start before anything is opened.
     fleet = (load_fleet(settings.fleet.file, settings.fleet.token_hashes)
              if settings.fleet.file is not None else [])
+    if settings.database_wait_s:
+        wait_for_database(settings.database_url, settings.database_wait_s)
     upgrade(settings.database_url)
     archive = Archive(settings.archive_dir, settings.upload_dir)
     archive.prepare()

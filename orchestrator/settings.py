@@ -237,6 +237,9 @@ class Settings(BaseSettings):
     environment: Literal["development", "production"] = "production"
     #: SQLAlchemy URL. SQLite by default; PostgreSQL only needs another URL.
     database_url: str = "sqlite:///./testbed.db"
+    #: How long the start waits for the database to accept connections, seconds (0: not
+    #: at all, fail at once). Compose starts the orchestrators beside PostgreSQL and sets it.
+    database_wait_s: float = Field(0.0, ge=0, le=3600)
     #: Raw archive root: bundles byte for byte, keyed campaign/node/run.
     archive_dir: Path = Path("./archive")
     #: Partial uploads live here until complete.
