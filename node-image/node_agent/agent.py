@@ -67,6 +67,11 @@ STARTING = frozenset({RunState.DEPLOYING, RunState.RUNNING})
 SENDER_IDLE_S = 10.0
 #: Longest sleep of the executor while waiting for the next slot, seconds.
 EXECUTOR_IDLE_S = 5.0
+#: Heartbeats right after registering that come at a quarter of the interval while the
+#: node holds nothing (two intervals' time): its first run, often submitted as soon as
+#: it is seen online (the demo, a newly provisioned node), is handed out within a
+#: quarter of the interval instead of a whole one. A few extra beats per node start.
+EAGER_BEATS = 8
 
 
 class Agent:
@@ -110,6 +115,7 @@ class Agent:
         self._stopping = threading.Event()
         self._wake_executor = threading.Event()
         self._wake_sender = threading.Event()
+        self._eager_beats = 0  # see EAGER_BEATS
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -197,6 +203,7 @@ class Agent:
                     return False
                 continue
             self.heartbeat_interval_s = reply.heartbeat_interval_s
+            self._eager_beats = EAGER_BEATS
             held = self.held_run_ids()
             for run_id in reply.active_run_ids:
                 if run_id not in held:
@@ -260,7 +267,20 @@ class Agent:
             with self._lock:
                 self.account = self.account.contact(reply.sim_left_bytes, uncounted=uncounted)
                 save_account(self.account, self.account_path)
-            self._sleep(self.heartbeat_interval_s)
+            self._sleep(self._next_beat_s())
+
+    def _next_beat_s(self) -> float:
+        """The pause before the next heartbeat: a quarter of the interval for the first
+        few after registering while the node holds nothing (EAGER_BEATS), else the
+        interval."""
+        with self._lock:
+            idle = not self.book.pending_ids and self._current is None
+        if not idle:
+            self._eager_beats = 0
+        if self._eager_beats <= 0:
+            return self.heartbeat_interval_s
+        self._eager_beats -= 1
+        return self.heartbeat_interval_s / 4
 
     def _detected_models(self) -> dict[str, str]:
         return self.metadata.detected_models() if self.metadata is not None else {}
