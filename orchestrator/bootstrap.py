@@ -56,7 +56,8 @@ def bootstrap_rows(db: Database, now: datetime) -> None:
 
 def bootstrap_fleet(db: Database, fleet: list[FleetNode], now: datetime) -> None:
     """The fleet file's nodes with a token hash (services.fleetfile), made before the API
-    serves so that their agents, started beside it, register at its first answer."""
+    serves so that their agents, started in the same compose call, register at its
+    first answer."""
     if not fleet:
         return
     with db.session() as s:

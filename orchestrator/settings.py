@@ -221,7 +221,8 @@ class DatasetSettings(BaseModel):
 
 class FleetSettings(BaseModel):
     """Nodes made at start, before the API serves (services.fleetfile): the compose
-    stack's emulated fleet starts with the control plane, its tokens made beforehand."""
+    stack's emulated fleet starts in the control plane's compose call, its tokens made
+    beforehand, with no provisioning step in between."""
 
     #: A fleet file (deploy/fleet/nodes.yaml: ``nodes:``, each as `testbed node add`
     #: takes it). Only its nodes with a hash below are made.

@@ -1,12 +1,14 @@
 """Nodes provisioned at start from a fleet file and their tokens' hashes.
 
 `testbed node add` makes a node and its token through the API, so a node's agent can
-only be given its token once the orchestrator answers. The emulated fleet of the compose
-stack starts with the control plane instead: `scripts/up` makes each node's token before
-anything starts (kept in its secrets file, handed to that node's container only) and
-gives the orchestrators the fleet file (deploy/fleet/nodes.yaml) and each token's SHA-256
-hash. Every replica makes the missing nodes at start, before it serves, so an agent that
-started beside it registers at its first answer. Only hashes reach the orchestrator, as
+only be given its token once the orchestrator answers, and then a provisioning step
+stands between the control plane's start and the fleet's. The emulated fleet of the
+compose stack has none: `scripts/up` makes each node's token before anything starts
+(kept in its secrets file, handed to that node's container only) and gives the
+orchestrators the fleet file (deploy/fleet/nodes.yaml) and each token's SHA-256 hash.
+Every replica makes the missing nodes at start, before it serves, so the nodes start
+in the same compose call as the control plane and register at the front's first answer.
+Only hashes reach the orchestrator, as
 with `testbed node add`. A node that exists is left as it is: its token may have been
 rotated since (`testbed node rotate-token`), and a restart must not bring the old one back.
 """
