@@ -8,9 +8,9 @@ compose stack has none: `scripts/up` makes each node's token before anything sta
 orchestrators the fleet file (deploy/fleet/nodes.yaml) and each token's SHA-256 hash.
 Every replica makes the missing nodes at start, before it serves, so the nodes start
 in the same compose call as the control plane and register at the front's first answer.
-Only hashes reach the orchestrator, as
-with `testbed node add`. A node that exists is left as it is: its token may have been
-rotated since (`testbed node rotate-token`), and a restart must not bring the old one back.
+Only hashes reach the orchestrator, as with `testbed node add`. A node that exists is
+left as it is: its token may have been rotated since (`testbed node rotate-token`), and
+a restart must not bring the old one back.
 """
 
 from __future__ import annotations
