@@ -1,8 +1,10 @@
 """Builds the service context from settings: migrate, load the catalogue, bootstrap the
-administrator and the default project. Used by the API app and by the CLI alike."""
+administrator, the default project and the fleet file's nodes (when one is set). Used by
+the API app and by the CLI alike."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from orchestrator.archive.store import Archive
@@ -10,14 +12,22 @@ from orchestrator.catalogue.loader import load_catalogue
 from orchestrator.model.clock import Clock, SystemClock
 from orchestrator.services.auth import ensure_admin_user
 from orchestrator.services.context import Context
+from orchestrator.services.fleetfile import FleetNode, ensure_fleet, load_fleet
 from orchestrator.services.users import DEFAULT_PROJECT, get_or_create_project
 from orchestrator.settings import Settings
-from orchestrator.store.db import Database, make_engine
+from orchestrator.store.db import Database, make_engine, wait_for_database
 from orchestrator.store.migrate import upgrade
 from orchestrator.timeseries.influx import InfluxClient
 
+log = logging.getLogger(__name__)
+
 
 def build_context(settings: Settings, clock: Clock | None = None) -> Context:
+    # A broken fleet file stops the start before anything is opened.
+    fleet = (load_fleet(settings.fleet.file, settings.fleet.token_hashes)
+             if settings.fleet.file is not None else [])
+    if settings.database_wait_s:
+        wait_for_database(settings.database_url, settings.database_wait_s)
     upgrade(settings.database_url)
     archive = Archive(settings.archive_dir, settings.upload_dir)
     archive.prepare()
@@ -32,6 +42,7 @@ def build_context(settings: Settings, clock: Clock | None = None) -> Context:
         timeseries=timeseries_client(settings),
     )
     bootstrap_rows(ctx.db, clock.now())
+    bootstrap_fleet(ctx.db, fleet, clock.now())
     return ctx
 
 
@@ -41,6 +52,18 @@ def bootstrap_rows(db: Database, now: datetime) -> None:
     with db.session() as s:
         ensure_admin_user(s, now)
         get_or_create_project(s, DEFAULT_PROJECT, now)
+
+
+def bootstrap_fleet(db: Database, fleet: list[FleetNode], now: datetime) -> None:
+    """The fleet file's nodes with a token hash (services.fleetfile), made before the API
+    serves so that their agents, started in the same compose call, register at its
+    first answer."""
+    if not fleet:
+        return
+    with db.session() as s:
+        made = ensure_fleet(s, fleet, now)
+    if made:
+        log.info("provisioned from the fleet file: %s", ", ".join(made))
 
 
 def timeseries_client(settings: Settings) -> InfluxClient | None:

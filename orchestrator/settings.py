@@ -219,12 +219,28 @@ class DatasetSettings(BaseModel):
     max_release_bytes: int = Field(200 * 1024**3, ge=1)
 
 
+class FleetSettings(BaseModel):
+    """Nodes made at start, before the API serves (services.fleetfile): the compose
+    stack's emulated fleet starts in the control plane's compose call, its tokens made
+    beforehand, with no provisioning step in between."""
+
+    #: A fleet file (deploy/fleet/nodes.yaml: ``nodes:``, each as `testbed node add`
+    #: takes it). Only its nodes with a hash below are made.
+    file: Path | None = None
+    #: ``ID=SHA256HEX`` items (commas or spaces between): the SHA-256 of each node's
+    #: token, hex. The tokens themselves never reach the orchestrator.
+    token_hashes: str = ""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TESTBED_", env_nested_delimiter="__")
 
     environment: Literal["development", "production"] = "production"
     #: SQLAlchemy URL. SQLite by default; PostgreSQL only needs another URL.
     database_url: str = "sqlite:///./testbed.db"
+    #: How long the start waits for the database to accept connections, seconds (0: not
+    #: at all, fail at once). Compose starts the orchestrators beside PostgreSQL and sets it.
+    database_wait_s: float = Field(0.0, ge=0, le=3600)
     #: Raw archive root: bundles byte for byte, keyed campaign/node/run.
     archive_dir: Path = Path("./archive")
     #: Partial uploads live here until complete.
@@ -247,6 +263,7 @@ class Settings(BaseSettings):
     scheduling: SchedulingSettings = SchedulingSettings()
     influx: InfluxSettings = InfluxSettings()
     datasets: DatasetSettings = DatasetSettings()
+    fleet: FleetSettings = FleetSettings()
 
     @field_validator("metrics_token")
     @classmethod

@@ -31,6 +31,20 @@ tb() {
         testbed-orchestrator testbed "$@"
 }
 
+# random_secret: 32 random bytes as hex (a token or password that scripts/up makes).
+random_secret() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+# fleet_node_ids: the ids of deploy/fleet/nodes.yaml's nodes, one a line. Read by sed
+# (the host may have no YAML parser) from its one-line `- {id: ...}` entries;
+# tests/unit/test_fleet_compose.py checks that this finds every node.
+fleet_node_ids() {
+    sed -n -E 's/^[[:space:]]*-[[:space:]]*\{[[:space:]]*id:[[:space:]]*"?([A-Za-z0-9._-]+)"?[[:space:]]*[,}].*/\1/p' \
+        "$REPO/deploy/fleet/nodes.yaml"
+}
+
+# node_token_var ID: the variable of $ENV_FILE that holds node ID's token.
+node_token_var() { printf 'NODE_TOKEN_%s' "$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')"; }
+
 load_env() {
     [ -f "$ENV_FILE" ] || return 0
     set -a; . "$ENV_FILE"; set +a

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from node_agent import __version__
 from node_agent.assignments import AssignmentBook, load_book, save_book
-from node_agent.backoff import Backoff
+from node_agent.backoff import Backoff, register_backoff
 from node_agent.client import OrchestratorClient
 from node_agent.clock import (
     estimate,
@@ -37,6 +37,7 @@ from node_agent.clock import (
 from node_agent.config import AgentConfig
 from node_agent.errors import (
     AgentError,
+    OrchestratorUnreachable,
     Unauthorized,
 )
 from node_agent.execution import bundle_run, deploy, run_session
@@ -66,6 +67,11 @@ STARTING = frozenset({RunState.DEPLOYING, RunState.RUNNING})
 SENDER_IDLE_S = 10.0
 #: Longest sleep of the executor while waiting for the next slot, seconds.
 EXECUTOR_IDLE_S = 5.0
+#: Heartbeats right after registering that come at a quarter of the interval while the
+#: node holds nothing (two intervals' time): its first run, often submitted as soon as
+#: it is seen online (the demo, a newly provisioned node), is handed out within a
+#: quarter of the interval instead of a whole one. A few extra beats per node start.
+EAGER_BEATS = 8
 
 
 class Agent:
@@ -109,6 +115,7 @@ class Agent:
         self._stopping = threading.Event()
         self._wake_executor = threading.Event()
         self._wake_sender = threading.Event()
+        self._eager_beats = 0  # see EAGER_BEATS
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -166,7 +173,7 @@ class Agent:
         return held | outcomes | self.spool.run_ids()
 
     def _register(self) -> bool:
-        backoff = Backoff(max_s=self.config.max_backoff_s)
+        backoff = register_backoff(self.config.max_backoff_s)
         while not self._stopping.is_set():
             body = Registration(
                 agent_version=__version__,
@@ -186,12 +193,17 @@ class Agent:
                 continue
             except Exception as e:  # AgentError, or a bug: never crash-loop fast
                 delay = backoff.next_delay()
-                log.warning("cannot register (%s); retrying in %.0f s", e, delay,
-                            exc_info=not isinstance(e, AgentError))
+                # Out of contact is normal (the orchestrator starting, a train in a
+                # tunnel): said, not warned about.
+                log.log(logging.INFO if isinstance(e, OrchestratorUnreachable)
+                        else logging.WARNING,
+                        "cannot register (%s); retrying in %.1f s", e, delay,
+                        exc_info=not isinstance(e, AgentError))
                 if not self._sleep(delay):
                     return False
                 continue
             self.heartbeat_interval_s = reply.heartbeat_interval_s
+            self._eager_beats = EAGER_BEATS
             held = self.held_run_ids()
             for run_id in reply.active_run_ids:
                 if run_id not in held:
@@ -234,8 +246,10 @@ class Agent:
                 continue
             except Exception as e:  # AgentError, or a bug: keep measuring, retry paced
                 delay = min(backoff.next_delay(), self.heartbeat_interval_s)
-                log.warning("heartbeat failed (%s); next try in %.0f s", e, delay,
-                            exc_info=not isinstance(e, AgentError))
+                log.log(logging.INFO if isinstance(e, OrchestratorUnreachable)
+                        else logging.WARNING,
+                        "heartbeat failed (%s); next try in %.0f s", e, delay,
+                        exc_info=not isinstance(e, AgentError))
                 self._sleep(delay)
                 continue
             if backoff.failures:
@@ -253,7 +267,20 @@ class Agent:
             with self._lock:
                 self.account = self.account.contact(reply.sim_left_bytes, uncounted=uncounted)
                 save_account(self.account, self.account_path)
-            self._sleep(self.heartbeat_interval_s)
+            self._sleep(self._next_beat_s())
+
+    def _next_beat_s(self) -> float:
+        """The pause before the next heartbeat: a quarter of the interval for the first
+        few after registering while the node holds nothing (EAGER_BEATS), else the
+        interval."""
+        with self._lock:
+            idle = not self.book.pending_ids and self._current is None
+        if not idle:
+            self._eager_beats = 0
+        if self._eager_beats <= 0:
+            return self.heartbeat_interval_s
+        self._eager_beats -= 1
+        return self.heartbeat_interval_s / 4
 
     def _detected_models(self) -> dict[str, str]:
         return self.metadata.detected_models() if self.metadata is not None else {}

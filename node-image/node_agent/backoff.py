@@ -32,3 +32,12 @@ class Backoff:
     @property
     def failures(self) -> int:
         return self._failures
+
+
+def register_backoff(max_s: float) -> Backoff:
+    """Pacing of registrations: a node usually starts beside its orchestrator or before
+    it answers (a fleet powered on together, the compose stack), so the first attempts
+    come every quarter second or so, growing by a quarter each: about 1.5 s apart after
+    5 s, and the cap after a few minutes. Each attempt is one request (no quick
+    retries inside it) and, while nothing listens, one refused connection."""
+    return Backoff(initial_s=0.25, factor=1.25, max_s=max_s)

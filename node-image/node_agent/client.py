@@ -86,11 +86,13 @@ class OrchestratorClient:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, method: str, path: str, *, quick_retries: bool = True,
+                 **kwargs: Any) -> httpx.Response:
         last = ""
-        for attempt in range(len(self._retries) + 1):
+        retries = self._retries if quick_retries else ()
+        for attempt in range(len(retries) + 1):
             if attempt:
-                self._sleep(self._retries[attempt - 1])
+                self._sleep(retries[attempt - 1])
             try:
                 response = self._http.request(method, path, **kwargs)
             except httpx.TransportError as e:
@@ -130,7 +132,10 @@ class OrchestratorClient:
     # -- API -----------------------------------------------------------------------------
 
     def register(self, body: wire.Registration) -> wire.RegistrationReply:
-        r = self._request("POST", "/register", json=body.model_dump(mode="json"))
+        """One attempt: the agent paces registrations itself (it tries often while the
+        orchestrator it started beside is not answering yet)."""
+        r = self._request("POST", "/register", quick_retries=False,
+                          json=body.model_dump(mode="json"))
         if r.status_code != 200:
             raise self._unexpected(r)
         return self._parse(wire.RegistrationReply, r)

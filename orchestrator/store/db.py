@@ -3,12 +3,17 @@ reaper and CLI can share one file; PostgreSQL keeps its pool's connections open.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, pool
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
 
 #: Database connections per process (each uvicorn worker, each replica has its own).
 POOL_SIZE = 15
@@ -36,6 +41,31 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
     return engine
+
+
+def wait_for_database(url: str, within_s: float, *, pause_s: float = 0.2) -> None:
+    """Return once the database accepts a connection, trying for up to ``within_s``
+    seconds (then its error). An orchestrator started beside its database (the compose
+    stack, a pod beside its PostgreSQL) imports and loads its catalogue meanwhile, and
+    connects as soon as the server listens, instead of being started only once a health
+    check has found the server ready."""
+    engine = create_engine(url, poolclass=pool.NullPool)
+    deadline = time.monotonic() + within_s
+    said = False
+    try:
+        while True:
+            try:
+                with engine.connect():
+                    return
+            except OperationalError as e:
+                if time.monotonic() >= deadline:
+                    raise
+                if not said:
+                    log.info("waiting for the database (%s)", str(e).splitlines()[0])
+                    said = True
+                time.sleep(pause_s)
+    finally:
+        engine.dispose()
 
 
 class Database:

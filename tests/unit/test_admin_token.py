@@ -40,11 +40,12 @@ def test_generated_admin_token_is_accepted(token: str) -> None:
 
 
 def test_the_compose_stacks_generated_token_passes() -> None:
-    """The very command scripts/up runs to make deploy/.secrets' admin token."""
+    """The very command scripts/up runs to make deploy/.secrets' admin token (a helper of
+    scripts/lib.sh, which it sources)."""
     up = (REPO / "scripts" / "up").read_text()
     m = re.search(r'set_env TESTBED_ADMIN_TOKEN "\$\((.+)\)"\s*$', up, re.MULTILINE)
     assert m is not None, "scripts/up no longer generates TESTBED_ADMIN_TOKEN"
     for _ in range(3):
-        token = subprocess.run(["bash", "-c", m.group(1)], capture_output=True, text=True,
-                               check=True).stdout.strip()
+        token = subprocess.run(["bash", "-c", f". {REPO}/scripts/lib.sh && {m.group(1)}"],
+                               capture_output=True, text=True, check=True).stdout.strip()
         Settings(environment="production", admin_token=token)

@@ -158,3 +158,15 @@ def test_malformed_reply_is_a_protocol_error() -> None:
     client = _client(lambda r: httpx.Response(200, content=json.dumps({"nope": 1}).encode()))
     with pytest.raises(ProtocolError):
         client.create_upload("r-1", wire.UploadCreate(size=10, sha256=SHA))
+
+
+def test_register_is_one_attempt_the_agent_paces_the_next() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return httpx.Response(502, text="bad gateway")
+
+    with pytest.raises(OrchestratorUnreachable):
+        _client(handler).register(wire.Registration(agent_version="0.1.0", interfaces=[]))
+    assert len(calls) == 1

@@ -7,6 +7,7 @@ only by the end-to-end tests."""
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 from typing import Any
 
 import pytest
@@ -77,3 +78,19 @@ def test_the_cca_compare_sim_is_on_a_moving_link_with_handovers() -> None:
     assert "route" in spec and "diurnal" not in spec
     agent = yaml.safe_load((REPO / "deploy/fleet/it-01.yaml").read_text())
     assert agent["metadata_interval_s"] <= 1.0
+
+
+def test_scripts_find_every_node_of_the_fleet_file_and_orchestrators_get_it() -> None:
+    """scripts/up makes a token for each id that scripts/lib.sh reads from the fleet file
+    (by sed: the host may have no YAML parser); a node it missed would have no token.
+    The orchestrators get the same file and the tokens' hashes, never the tokens."""
+    ids = subprocess.run(["bash", "-c", f". {REPO}/scripts/lib.sh && fleet_node_ids"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert ids == [n["id"] for n in NODES]
+    for name in ("orchestrator-1", "orchestrator-2"):
+        service = COMPOSE["services"][name]
+        assert "./deploy/fleet/nodes.yaml:/etc/testbed/fleet.yaml:ro" in service["volumes"]
+        env = service["environment"]
+        assert env["TESTBED_FLEET__FILE"] == "/etc/testbed/fleet.yaml"
+        assert env["TESTBED_FLEET__TOKEN_HASHES"] == "${NODE_TOKEN_HASHES:-}"
+        assert not [v for v in env.values() if "NODE_TOKEN_" in str(v) and "HASHES" not in v]
