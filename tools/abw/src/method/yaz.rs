@@ -435,8 +435,10 @@ impl Yaz {
     /// Lead-in bytes ahead of a stream of `n` packets of `size`: the fixed
     /// `lead_bytes`, or, once streams have shown trend noise,
     /// `lead_noise_factor` x their mean noise x the stream's bytes (at
-    /// most `max_lead_bytes`), whichever is larger; 0 when `lead_bytes`
-    /// is 0 (no lead at all).
+    /// most `max_lead_bytes` and the stream's own bytes, so that at rates
+    /// far below the link's a lead never takes longer to drain than the
+    /// stream lasts), whichever is larger; 0 when `lead_bytes` is 0 (no
+    /// lead at all).
     ///
     /// Why (ours, bench/abw and a packet-level simulation of one FIFO
     /// with Poisson cross traffic): a stream whose rate is near A sees a
@@ -460,8 +462,11 @@ impl Yaz {
             return base;
         }
         let mean = self.noise_sum / self.noise_n as f64;
-        let scaled = self.cfg.lead_noise_factor * mean * (n * size) as f64;
-        base.max(scaled.min(self.cfg.max_lead_bytes as f64) as usize)
+        let stream = (n * size) as f64;
+        let scaled = (self.cfg.lead_noise_factor * mean * stream)
+            .min(self.cfg.max_lead_bytes as f64)
+            .min(stream);
+        base.max(scaled as usize)
     }
 
     /// IP bytes of a stream of `n` packets of `size` with its lead-in.
@@ -837,7 +842,9 @@ mod tests {
         assert!(noise > 0.01, "noise {noise}");
         let Step::Probe(s) = m.next() else { panic!() };
         let n = s.offsets_ns.len() - s.lead;
-        let want = (cfg.lead_noise_factor * noise * (n * s.size) as f64)
+        let stream = (n * s.size) as f64;
+        let want = (cfg.lead_noise_factor * noise * stream)
+            .min(stream)
             .clamp(cfg.lead_bytes as f64, cfg.max_lead_bytes as f64) as usize;
         assert!(want > cfg.lead_bytes, "want {want}");
         assert_eq!(s.lead, want.div_ceil(s.size));
