@@ -135,6 +135,11 @@ struct SendArgs {
     /// default: YazConfig's).
     #[arg(long)]
     lead_bytes: Option<usize>,
+    /// yaz: the lead is at least this multiple of the streams' mean trend
+    /// noise times the stream's bytes (0: fixed lead; default:
+    /// YazConfig's).
+    #[arg(long)]
+    lead_noise_factor: Option<f64>,
     /// yaz: plain bisection of the rate instead of the guided search.
     #[arg(long)]
     bisect: bool,
@@ -219,6 +224,7 @@ fn make_method(a: &SendArgs, rng: Rng, rtt_s: f64) -> Result<Box<dyn Method>, Ab
                     train_len: a.train_len.max(2),
                     max_bytes: a.max_bytes.unwrap_or(d.max_bytes),
                     lead_bytes: a.lead_bytes.unwrap_or(d.lead_bytes),
+                    lead_noise_factor: a.lead_noise_factor.unwrap_or(d.lead_noise_factor),
                     guided: !a.bisect,
                     max_retests: a.max_retests.unwrap_or(d.max_retests),
                     bounds,
