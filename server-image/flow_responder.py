@@ -29,6 +29,7 @@ this file; on PYTHONPATH from a checkout).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import socket
 import threading
@@ -118,6 +119,7 @@ class Responder:
         self.sock = socket.create_server((host, port), reuse_port=False, backlog=64)
         self.idle_s = idle_s
         self.slots = threading.BoundedSemaphore(max_connections)
+        self.closing = threading.Event()
 
     @property
     def port(self) -> int:
@@ -134,13 +136,30 @@ class Responder:
             self.slots.release()
 
     def serve_forever(self) -> None:
+        """Accept until :meth:`close`; connections in progress go on in their threads."""
         while True:
-            conn, peer = self.sock.accept()
+            try:
+                conn, peer = self.sock.accept()
+            except OSError:
+                if self.closing.is_set():
+                    return
+                raise
             if not self.slots.acquire(blocking=False):
                 log.warning("%s:%d refused: all connection slots busy", *peer)
                 conn.close()
                 continue
             threading.Thread(target=self._one, args=(conn, peer), daemon=True).start()
+
+    def close(self) -> None:
+        """Stop accepting. Why shutdown before close: closing the socket alone neither
+        wakes an ``accept`` blocked in another thread on Linux nor keeps that thread
+        from calling ``accept`` on a closed descriptor (EBADF) after its next
+        connection; shutting it down wakes the call, and the event says the error that
+        follows is the stop, not a fault."""
+        self.closing.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,9 +28,12 @@ def _available() -> set[str]:
 @pytest.fixture
 def responder() -> Iterator[int]:
     r = flow_responder.Responder(host="127.0.0.1", port=0, idle_s=10, max_connections=4)
-    threading.Thread(target=r.serve_forever, daemon=True).start()
+    serving = threading.Thread(target=r.serve_forever, daemon=True)
+    serving.start()
     yield r.port
-    r.sock.close()
+    r.close()
+    serving.join(timeout=5)
+    assert not serving.is_alive(), "the responder did not stop accepting on close()"
 
 
 def _connect(port: int, line: bytes) -> socket.socket:
