@@ -61,9 +61,13 @@ def one(n_nodes: int) -> dict[str, float]:
                     Interface(name=f"op{k}", mcc_mnc=mcc, operator_name=name,
                               updated_at=now) for k, (mcc, name) in enumerate(OPERATORS)]
                 s.add(node)
-            s.add(Project(id=1, name="bench", created_at=now))
+            project = Project(name="bench", created_at=now)
+            s.add(project)
+            s.flush()
+            project_id = project.id
         with ctx.db.session() as s:
-            s.execute(insert(Run), [run for i in range(n_nodes) for run in _runs(i, now)])
+            s.execute(insert(Run), [run for i in range(n_nodes)
+                                    for run in _runs(i, now, project_id)])
         registry = CollectorRegistry()
         registry.register(StateCollector(ctx, per_sim=True))
         times, cpu = [], []
@@ -83,7 +87,7 @@ def one(n_nodes: int) -> dict[str, float]:
 RUNS_PER_NODE = 11
 
 
-def _runs(i: int, now: datetime) -> list[dict[str, object]]:
+def _runs(i: int, now: datetime, project_id: int) -> list[dict[str, object]]:
     """Node ``i``'s journal (:data:`RUNS_PER_NODE` rows): the settled runs charged 24 MB
     each, in the month of their start (the SIMs' reset day is the 1st, UTC), and the
     booked one holding 25 MB of this period."""
@@ -97,7 +101,7 @@ def _runs(i: int, now: datetime) -> list[dict[str, object]]:
         if at < period:
             period = (period - timedelta(days=1)).replace(day=1)
         out.append({
-            "id": f"r{i:05d}-{j:02d}", "campaign_id": None, "project_id": 1,
+            "id": f"r{i:05d}-{j:02d}", "campaign_id": None, "project_id": project_id,
             "created_by": 1, "node_id": f"n-{i:05d}", "interface": f"op{k}",
             "experiment": "tat", "experiment_version": 1, "image": "testbed/tat:dev",
             "parameters": {}, "not_before": at, "deadline": at + timedelta(seconds=25),
