@@ -1,5 +1,6 @@
-"""The dashboard pages over HTTP: ``/`` (index), ``/pages/{hourly,daily,abw-tat,
-time-of-day,goodput,campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
+"""The dashboard pages over HTTP: ``/`` (index), the study pages (:data:`STUDY_PAGES`:
+``/pages/{hourly,daily,abw-tat,time-of-day,short-flows,goodput,cca-compare,abw-tools,
+abw-proxy}``), ``/pages/{campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
 
@@ -200,77 +201,43 @@ def index(request: Request) -> Response:
                                 choices=Choices()))
 
 
-@router.get("/pages/hourly", response_class=HTMLResponse)
-def hourly(request: Request, campaign: Text = None, operator: Text = None,
-           node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, z, r: views.hourly_page(
+#: The study pages: each reads the store through the caller's filters and what they may
+#: read, and builds its page; the route around each is the same (:func:`_study_route`).
+STUDY_PAGES: dict[str, PageBuilder] = {
+    "/pages/hourly": lambda ts, f, z, r: views.hourly_page(
         queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/daily", response_class=HTMLResponse)
-def daily(request: Request, campaign: Text = None, operator: Text = None,
-          node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, z, r: views.daily_page(
+    "/pages/daily": lambda ts, f, z, r: views.daily_page(
         queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/abw-tat", response_class=HTMLResponse)
-def abw_tat(request: Request, campaign: Text = None, operator: Text = None,
-            node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z, r: views.abw_tat_page(
+    "/pages/abw-tat": lambda ts, f, _z, r: views.abw_tat_page(
         queries.tat_summaries(ts, f, readable=r), queries.abw_estimates(ts, f, readable=r),
         filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/time-of-day", response_class=HTMLResponse)
-def time_of_day(request: Request, campaign: Text = None, operator: Text = None,
-                node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, z, r: views.timeofday_page(
+    "/pages/time-of-day": lambda ts, f, z, r: views.timeofday_page(
         queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/short-flows", response_class=HTMLResponse)
-def short_flows(request: Request, campaign: Text = None, operator: Text = None,
-                node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z, r: short_flows_page(
+    "/pages/short-flows": lambda ts, f, _z, r: short_flows_page(
         queries.short_flows(ts, f, readable=r), filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/goodput", response_class=HTMLResponse)
-def goodput(request: Request, campaign: Text = None, operator: Text = None,
-            node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z, r: goodput_page(
+    "/pages/goodput": lambda ts, f, _z, r: goodput_page(
         queries.goodput_transfers(ts, f, readable=r), filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/cca-compare", response_class=HTMLResponse)
-def cca_compare(request: Request, campaign: Text = None, operator: Text = None,
-                node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z, r: cca_page(
+    "/pages/cca-compare": lambda ts, f, _z, r: cca_page(
         queries.cca_transfers(ts, f, readable=r), filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/abw-tools", response_class=HTMLResponse)
-def abw_tools(request: Request, campaign: Text = None, operator: Text = None,
-              node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z, r: abw_tools_page(
+    "/pages/abw-tools": lambda ts, f, _z, r: abw_tools_page(
         queries.abw_tools_estimates(ts, f, readable=r), filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
-
-
-@router.get("/pages/abw-proxy", response_class=HTMLResponse)
-def abw_proxy(request: Request, campaign: Text = None, operator: Text = None,
-              node: Text = None, days: Text = None) -> Response:
-    return _page(request, lambda ts, f, _z, r: abw_proxy_page(
+    "/pages/abw-proxy": lambda ts, f, _z, r: abw_proxy_page(
         queries.proxy_histories(ts, f, readable=r), filters=f),
-        campaign=campaign, operator=operator, node=node, days=days)
+}
+
+
+def _study_route(build: PageBuilder) -> Callable[..., Response]:
+    """A GET route for one study page: the four filters, each at most 200 characters."""
+    def route(request: Request, campaign: Text = None, operator: Text = None,
+              node: Text = None, days: Text = None) -> Response:
+        return _page(request, build, campaign=campaign, operator=operator, node=node,
+                     days=days)
+    return route
+
+
+for _path, _build in STUDY_PAGES.items():
+    router.add_api_route(_path, _study_route(_build), methods=["GET"],
+                         response_class=HTMLResponse)
 
 
 @router.get("/pages/campaigns", response_class=HTMLResponse)
