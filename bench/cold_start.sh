@@ -178,6 +178,31 @@ def at(text):
 ev = {e["state"]: at(e["at"]) for e in json.load(sys.stdin)["events"]}
 print((ev["uploading"] - ev["running"]).total_seconds(), ev["done"].timestamp())')
 load_warm="$(uptime | sed 's/.*load average: //')"
+# Finer than the containers' events: the first replica's and se-02's own log lines and
+# the run's state changes, each in seconds since scripts/up started (build/bench/).
+{
+    for c in testbed-orchestrator testbed-node-se-02; do
+        docker logs -t "$c" 2>&1 | sed "s/^\([^ ]*\) /\1 $c: /"
+    done
+    admin --json run show "$run" | python3 -c '
+import json, sys
+for e in json.load(sys.stdin)["events"]:
+    print(e["at"], "run:", e["state"])'
+} | python3 -c '
+import re, sys
+from datetime import UTC, datetime
+t1, rows = float(sys.argv[1]), []
+for line in sys.stdin:
+    stamp, _, rest = line.rstrip("\n").partition(" ")
+    # docker logs -t: nanoseconds and Z; the run events: microseconds, maybe no zone
+    m = re.fullmatch(r"([0-9T:-]+)(?:\.([0-9]+))?(Z|[+-][0-9:]+)?", stamp)
+    if not m:
+        continue
+    at = datetime.fromisoformat(m[1] + "." + (m[2] or "0").ljust(6, "0")[:6])
+    at = at.replace(tzinfo=UTC) if m[3] in (None, "Z", "+00:00") else at
+    rows.append((at.timestamp() - t1, rest))
+for t, rest in sorted(rows):
+    print(f"{t:7.2f}  {rest}")' "$t1" >"$out/warm-logs-$sha.log" 2>/dev/null || true
 (cd "$clone" && scripts/down --volumes) >/dev/null 2>&1
 
 python3 - "$sha" "$t0" "$t_demo" "$first" "$t1" "$t_online" "$t_warm" "$transfer" \
@@ -195,4 +220,4 @@ print(f"  the same, by the run's done event         {event - t1:7.1f} s")
 print(f"baseline: that run's running phase         {transfer:7.1f} s")
 print(f"warm up --no-demo -> its end (every node, monitoring) {up - t1:5.1f} s")
 PY
-echo "logs: $out/fresh-$sha.log $out/warm-$sha.log $out/warm-events-$sha.log"
+echo "logs: $out/fresh-$sha.log $out/warm-$sha.log $out/warm-events-$sha.log $out/warm-logs-$sha.log"

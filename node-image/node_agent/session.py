@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -185,7 +184,7 @@ class RunSession:
                 log.warning("run %s: stopping: %s", spec.run_id, stopped.reason)
                 engine.kill(container)
                 break
-            time.sleep(self.meter_interval_s)
+            engine.await_end(container, within_s=self.meter_interval_s)
         exit_code = engine.wait(container, timeout_s=WAIT_TIMEOUT_S)
         ended_at = self.clock()
         self._exited()  # right after the container's end, before results are copied

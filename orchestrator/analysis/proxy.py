@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import scipy.linalg
 
 F64 = npt.NDArray[np.float64]
 
@@ -182,6 +181,11 @@ def fit(history: Sequence[Observation], *, coverage: float = COVERAGE,
     z = (x - mean) / scale
     design = np.hstack([np.ones((len(obs), 1)), z])
     n, p = design.shape
+    # Imported here, not with the module: the planner imports this module, so every
+    # orchestrator start would pay for scipy.linalg (about half a second of CPU on a
+    # loaded 2-core machine, on a warm start's path) though most never fit a model.
+    import scipy.linalg
+
     # Ridge as least squares on an augmented system (no penalty on the intercept).
     penalty = np.sqrt(ridge) * np.eye(p)[1:]
     coef = scipy.linalg.lstsq(np.vstack([design, penalty]),

@@ -207,6 +207,8 @@ class FillingEngine:
     def running(self, container: ContainerId) -> bool:
         return False
 
+    def await_end(self, container: ContainerId, *, within_s: float) -> None: ...
+
     def kill(self, container: ContainerId) -> None: ...
 
     def wait(self, container: ContainerId, *, timeout_s: float) -> int:

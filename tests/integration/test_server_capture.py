@@ -16,6 +16,7 @@ ContainerEngine): everything else is the agent's code.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import ipaddress
 import json
@@ -175,6 +176,11 @@ class ProcessEngine:
 
     def running(self, container: ContainerId) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def await_end(self, container: ContainerId, *, within_s: float) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=within_s)
 
     def kill(self, container: ContainerId) -> None:
         if self.proc is not None:

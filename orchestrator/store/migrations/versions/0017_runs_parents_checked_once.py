@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from orchestrator.store import guards
+
 revision = "0017"
 down_revision = "0016"
 branch_labels = None
@@ -40,42 +42,21 @@ NAMES = {"fk": "%(table_name)s_%(column_0_name)s_fkey"}
 #: The runs' columns whose key goes, and the parent each names (by its primary key).
 DROPPED_KEYS = [("node_id", "nodes", "id"), ("campaign_id", "campaigns", "id"),
                 ("bundle_sha256", "bundles", "sha256")]
-#: What the refusal says, with the table's name.
-REFUSAL = ("rows of {table} are never deleted, runs name them (migration 0017); put a "
-           "node in maintenance, cancel or delete a campaign through the API")
-
-
-def _trigger(table: str) -> str:
-    return f"{table}_kept_for_runs"
+# The triggers' statements are in orchestrator.store.guards: a database made at head
+# gets the same (orchestrator.store.migrate).
 
 
 def upgrade() -> None:
     with op.batch_alter_table("runs", naming_convention=NAMES) as t:
         for column, _, _ in DROPPED_KEYS:
             t.drop_constraint(f"runs_{column}_fkey", type_="foreignkey")
-    postgres = op.get_bind().dialect.name == "postgresql"
-    if postgres:
-        message = REFUSAL.format(table="' || TG_TABLE_NAME || '")
-        op.execute(
-            "CREATE FUNCTION refuse_deleting_run_parents() RETURNS trigger "
-            "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION USING ERRCODE = "
-            f"'foreign_key_violation', MESSAGE = '{message}'; END $$")
-    for _, table, _ in DROPPED_KEYS:
-        if postgres:
-            op.execute(f"CREATE TRIGGER {_trigger(table)} BEFORE DELETE OR TRUNCATE ON "
-                       f"{table} FOR EACH STATEMENT EXECUTE FUNCTION "
-                       "refuse_deleting_run_parents()")
-        else:
-            op.execute(f"CREATE TRIGGER {_trigger(table)} BEFORE DELETE ON {table} "
-                       f"BEGIN SELECT RAISE(ABORT, '{REFUSAL.format(table=table)}'); END")
+    for statement in guards.create_statements(op.get_bind().dialect.name):
+        op.execute(statement)
 
 
 def downgrade() -> None:
-    postgres = op.get_bind().dialect.name == "postgresql"
-    for _, table, _ in DROPPED_KEYS:
-        op.execute(f"DROP TRIGGER {_trigger(table)}" + (f" ON {table}" if postgres else ""))
-    if postgres:
-        op.execute("DROP FUNCTION refuse_deleting_run_parents()")
+    for statement in guards.drop_statements(op.get_bind().dialect.name):
+        op.execute(statement)
     with op.batch_alter_table("runs", naming_convention=NAMES) as t:
         for column, parent, key in DROPPED_KEYS:
             t.create_foreign_key(f"runs_{column}_fkey", parent, [column], [key])

@@ -1,0 +1,66 @@
+"""A run's session sees its container's end when it comes, not at the next meter
+reading (node_agent.session): the time between an experiment's end and its result is
+every run's, the first one's on a warm start included."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from node_agent.engine import ContainerId
+from node_agent.interfaces import Counters
+from node_agent.runner import RunOutcome
+from node_agent.session import RunSession, StopRequest
+from node_agent.spec import build_spec
+from testbed_common.states import RunState
+from tests.integration.test_agent_full_disk import FillingEngine
+from tests.unit.test_agent_measured_bytes import NOW, agent, assignment
+
+#: Far longer than the container runs: a session that waited out the interval would
+#: take this long.
+METER_INTERVAL_S = 5.0
+
+
+class EndingEngine(FillingEngine):
+    """A container that ends ``after_s`` seconds after its start, with no results."""
+
+    def __init__(self, after_s: float) -> None:
+        self.after_s = after_s
+        self.ended = threading.Event()
+        self.looked = 0
+
+    def start(self, container: ContainerId) -> None:
+        threading.Timer(self.after_s, self.ended.set).start()
+
+    def running(self, container: ContainerId) -> bool:
+        self.looked += 1
+        return not self.ended.is_set()
+
+    def await_end(self, container: ContainerId, *, within_s: float) -> None:
+        self.ended.wait(within_s)
+
+    def kill(self, container: ContainerId) -> None:
+        self.ended.set()
+
+    def collect(self, container: ContainerId, run_dir: Path) -> str:
+        return ""
+
+
+class Still:
+    def read(self, name: str) -> Counters:
+        return Counters(rx_bytes=0, tx_bytes=0)
+
+
+def test_the_session_ends_with_its_container_not_at_the_next_reading(tmp_path: Path) -> None:
+    config = agent(tmp_path, RunOutcome(RunState.UPLOADING, "unused")).config
+    spec = build_spec(assignment(), config, interface_address="10.0.0.2")
+    engine = EndingEngine(after_s=0.3)
+    began = time.monotonic()
+    outcome = RunSession(spec, tmp_path / "run", engine=engine, counters=Still(),
+                         interfaces=["op0"], meter_interval_s=METER_INTERVAL_S,
+                         clock=lambda: NOW).run(on_running=lambda: None, stop=StopRequest())
+    took = time.monotonic() - began
+    assert outcome.state == RunState.UPLOADING, outcome.reason
+    assert 0.3 <= took < 1.5, took
+    assert engine.looked == 2  # one reading while it ran, one that found it ended
