@@ -227,7 +227,7 @@ impl Default for YazConfig {
             lead_noise_factor: 2.0,
             max_lead_bytes: 30_000,
             pool_max: 4,
-            pool_noise: 0.1,
+            pool_noise: 0.15,
             pool_margin: 1.0,
             max_drain_s: 0.5,
             drain_keep_s: 0.05,
