@@ -70,6 +70,16 @@
 //!   no packet of the train arrives, which would report a path that drops
 //!   every probe instead of a link too slow to probe (the session test
 //!   `test_a_link_too_slow_for_the_smallest_probe_rate`, 16 kbit/s).
+//! - `max_drain_s` 0.5 s, `drain_keep_s` 50 ms (ours, packet-level
+//!   simulation and bench/abw): before a stream, the queue our own probes
+//!   left above 50 ms is given time to drain ([`drain_pause`]); on slow
+//!   links the train alone filled the buffer and capped every stream's
+//!   delays, which read "below" far above A.
+//! - `pool_max` 4, `pool_noise` 0.15, `pool_margin` 1 (ours, same
+//!   sources): a noisy reading near the threshold is repeated at the same
+//!   rate and pooled ([`pool_verdict`]), a sequential test that only
+//!   spends streams where one stream is a coin flip (1-5 Mbit/s under
+//!   bursty load).
 //! - `loss_threshold` 10%: a stream that loses more than this is taken as
 //!   above A (buffer overflow); our choice, pathload uses the same 10% for
 //!   aborting a fleet.
