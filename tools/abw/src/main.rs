@@ -146,6 +146,15 @@ struct SendArgs {
     /// yaz: re-test rounds per estimate at most (default: YazConfig's).
     #[arg(long)]
     max_retests: Option<usize>,
+    /// yaz: streams at one rate that one decision may pool when their
+    /// readings are noisy and unclear; 1 disables pooling (default:
+    /// YazConfig's).
+    #[arg(long)]
+    pool_max: Option<usize>,
+    /// yaz: longest extra pause that lets the probes' own queue drain
+    /// before the next stream, ms; 0 disables it (default: YazConfig's).
+    #[arg(long)]
+    max_drain_ms: Option<f64>,
     /// pathload: streams per fleet.
     #[arg(long, default_value_t = 12)]
     fleet_len: usize,
@@ -227,6 +236,8 @@ fn make_method(a: &SendArgs, rng: Rng, rtt_s: f64) -> Result<Box<dyn Method>, Ab
                     lead_noise_factor: a.lead_noise_factor.unwrap_or(d.lead_noise_factor),
                     guided: !a.bisect,
                     max_retests: a.max_retests.unwrap_or(d.max_retests),
+                    pool_max: a.pool_max.unwrap_or(d.pool_max).max(1),
+                    max_drain_s: a.max_drain_ms.map_or(d.max_drain_s, |ms| ms.max(0.0) / 1e3),
                     bounds,
                     ..d
                 },

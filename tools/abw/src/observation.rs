@@ -230,6 +230,109 @@ pub mod synth {
         }
         Observation { sent: n, size, rx }
     }
+
+    /// Packet-level model of one FIFO bottleneck of capacity `cap` bit/s
+    /// with a drop-tail buffer of `limit_bytes`, carrying Poisson cross
+    /// traffic of `cross_size`-byte packets at `cross_bps` on average (the
+    /// bench's abw-cross with `--process poisson`). Time runs on across
+    /// probes (pauses included), so the queue a probe finds is what the
+    /// cross traffic left behind, as on the bench. Work is tracked as the
+    /// backlog in seconds (Lindley's recursion).
+    pub struct PoissonFifo {
+        pub cap: f64,
+        pub cross_bps: f64,
+        pub cross_size: usize,
+        pub limit_bytes: f64,
+        rng: crate::rng::Rng,
+        /// Current time (s) and the backlog (s of work) at that time.
+        now: f64,
+        backlog: f64,
+        next_cross: f64,
+        /// Cross traffic bytes that arrived since `new` (ground truth).
+        pub cross_bytes: f64,
+    }
+
+    impl PoissonFifo {
+        /// The bench's buffer: max(C x 200 ms, 32 kB).
+        pub fn new(cap: f64, cross_bps: f64, seed: u64) -> PoissonFifo {
+            let mut rng = crate::rng::Rng::new(seed);
+            let cross_size = 1000;
+            let first = if cross_bps > 0.0 {
+                rng.exponential(cross_size as f64 * 8.0 / cross_bps)
+            } else {
+                f64::INFINITY
+            };
+            PoissonFifo {
+                cap,
+                cross_bps,
+                cross_size,
+                limit_bytes: (cap * 0.2 / 8.0).max(32e3),
+                rng,
+                now: 0.0,
+                backlog: 0.0,
+                next_cross: first,
+                cross_bytes: 0.0,
+            }
+        }
+
+        pub fn now(&self) -> f64 {
+            self.now
+        }
+
+        /// Advance to time `t`, letting the cross traffic in.
+        fn advance(&mut self, t: f64) {
+            while self.next_cross <= t {
+                let ta = self.next_cross;
+                self.backlog = (self.backlog - (ta - self.now)).max(0.0);
+                self.now = ta;
+                let bytes = self.cross_size as f64;
+                if self.backlog * self.cap / 8.0 + bytes <= self.limit_bytes {
+                    self.backlog += bytes * 8.0 / self.cap;
+                }
+                self.cross_bytes += bytes;
+                self.next_cross += self
+                    .rng
+                    .exponential(self.cross_size as f64 * 8.0 / self.cross_bps);
+            }
+            self.backlog = (self.backlog - (t - self.now)).max(0.0);
+            self.now = t;
+        }
+
+        /// Idle for `s` seconds (e.g. a report's round trip).
+        pub fn idle(&mut self, s: f64) {
+            let t = self.now + s;
+            self.advance(t);
+        }
+
+        /// Send `spec` (after its pause) and observe it, lead removed as
+        /// the client does.
+        pub fn probe(&mut self, spec: &crate::method::ProbeSpec) -> Observation {
+            let t0 = self.now + spec.pause_s;
+            let service = spec.size as f64 * 8.0 / self.cap;
+            let mut rx = Vec::new();
+            for (i, off) in spec.offsets_ns.iter().enumerate() {
+                let t = t0 + *off as f64 / 1e9;
+                self.advance(t);
+                if self.backlog * self.cap / 8.0 + spec.size as f64 > self.limit_bytes {
+                    continue;
+                }
+                let delay = self.backlog + service;
+                self.backlog += service;
+                let send_ns = (t * 1e9) as u64;
+                rx.push(Rx {
+                    seq: i as u32,
+                    send_ns,
+                    recv_ns: send_ns + (delay * 1e9) as u64,
+                });
+            }
+            let obs = Observation {
+                sent: spec.offsets_ns.len() as u32,
+                size: spec.size,
+                rx,
+            };
+            obs.without_lead(spec.lead)
+        }
+    }
 }
 
 #[cfg(test)]
