@@ -1,6 +1,7 @@
 """The project's ABw estimator (tools/abw, ``abw send``) run from an experiment: the
 command for a run's interface and direction, the receivers tried in turn while one
-answers busy, and its JSON lines kept as the step's raw output.
+answers busy (for a few rounds: :mod:`testbed_kit.busy`), and its JSON lines kept as the
+step's raw output.
 
 Shared by the experiments that measure ABw (abw-tat, abw-tools), so both drive the
 tool and read its errors the same way.
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from testbed_kit.busy import busy_rounds
 from testbed_kit.contract import ExperimentError
 from testbed_kit.results import write_raw
 
@@ -49,11 +51,12 @@ def run_abw(config: dict[str, Any], *, method: str, count: int, size: int, direc
             out: Path, capacity_bps: float = 0.0, extra: Sequence[str] = (),
             timeout_s: float | None = None, log_prefix: str = "abw") -> list[dict[str, Any]]:
     """``count`` estimates with ``method``, trying the next receiver port while one
-    answers busy. The tool's stdout is kept as ``out``; returns its records. Raises
+    answers busy, round after round (:func:`~testbed_kit.busy.busy_rounds`). The
+    tool's stdout is kept as ``out``; returns its records. Raises
     :class:`AbwError` with the tool's own reason when it fails."""
     timeout = timeout_s if timeout_s is not None else TIMEOUT_PER_ESTIMATE_S * count + 10
     last = ""
-    for port in ABW_PORTS:
+    for port in busy_rounds(ABW_PORTS):
         cmd = abw_command(config, method=method, port=port, count=count, size=size,
                           direction=direction, capacity_bps=capacity_bps, extra=extra)
         print(f"{log_prefix}: {' '.join(cmd)}", file=sys.stderr)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from testbed_kit.busy import busy_rounds
 from testbed_kit.connections import connections_to, server_ip
 from testbed_kit.contract import ExperimentError
 from testbed_kit.results import write_raw
@@ -27,9 +27,6 @@ from testbed_kit.watch import run_watched
 
 #: The measurement server runs one iperf3 per port; one test per port at a time.
 SERVER_PORTS = tuple(range(5201, 5209))
-#: Rounds over all ports while every one answers busy, and the pause between rounds.
-BUSY_ROUNDS = 3
-BUSY_PAUSE_S = 2.0
 #: iperf3 connect timeout: a reachable server answers in well under a second, even on 3G.
 CONNECT_TIMEOUT_MS = 5000
 #: Head-room over the transfer for connection set-up and the server's report.
@@ -107,31 +104,28 @@ def measure(*, server: str, duration_s: float, direction: str, raw_file: Path,
     address = server_ip(server)
     last_error = "no port tried"
     stuck: set[int] = set()
-    for round_no in range(BUSY_ROUNDS):
-        if round_no:
-            time.sleep(BUSY_PAUSE_S)
-        for port in SERVER_PORTS:
-            if port in stuck:
-                continue  # it will not recover within this run
-            cmd = iperf3_command(server=server, port=port, duration_s=duration_s,
-                                 direction=direction, interface_address=interface_address,
-                                 interface=interface)
-            print(f"{log_prefix}: {' '.join(cmd)}", file=sys.stderr)
-            try:
-                raw = run_iperf3(cmd, timeout_s, server=address, port=port)
-            except StuckServer as e:
-                stuck.add(port)
-                last_error = str(e)
-                print(f"{log_prefix}: {last_error}; trying the next port", file=sys.stderr)
-                continue
-            err = iperf3_error(raw)
-            if err is None:
-                write_raw(raw_file.parent, raw_file.name, raw)
-                return raw, port
-            last_error = f"{server}:{port}: {err}"
-            if is_busy(raw) or "refused" in err.lower():
-                print(f"{log_prefix}: {last_error}; trying the next port", file=sys.stderr)
-                continue
+    for port in busy_rounds(SERVER_PORTS):
+        if port in stuck:
+            continue  # it will not recover within this run
+        cmd = iperf3_command(server=server, port=port, duration_s=duration_s,
+                             direction=direction, interface_address=interface_address,
+                             interface=interface)
+        print(f"{log_prefix}: {' '.join(cmd)}", file=sys.stderr)
+        try:
+            raw = run_iperf3(cmd, timeout_s, server=address, port=port)
+        except StuckServer as e:
+            stuck.add(port)
+            last_error = str(e)
+            print(f"{log_prefix}: {last_error}; trying the next port", file=sys.stderr)
+            continue
+        err = iperf3_error(raw)
+        if err is None:
             write_raw(raw_file.parent, raw_file.name, raw)
-            raise ExperimentError(f"iperf3 failed against {last_error}")
+            return raw, port
+        last_error = f"{server}:{port}: {err}"
+        if is_busy(raw) or "refused" in err.lower():
+            print(f"{log_prefix}: {last_error}; trying the next port", file=sys.stderr)
+            continue
+        write_raw(raw_file.parent, raw_file.name, raw)
+        raise ExperimentError(f"iperf3 failed against {last_error}")
     raise ExperimentError(f"no free iperf3 port on the measurement server ({last_error})")
