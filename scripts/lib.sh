@@ -14,12 +14,22 @@ ENV_FILE="$SECRETS/compose.env"
 PROJECT="${TESTBED_COMPOSE_PROJECT:-testbed}"
 URL="http://127.0.0.1:${TESTBED_PORT:-8080}"
 
-# compose ARGS...: Docker Compose v2 when present, else v1 (docker-compose).
+# compose ARGS...: Docker Compose v2 when present, else v1 (docker-compose). With
+# TESTBED_COMPOSE_OVERRIDE=FILE (relative to the repository, or absolute) that file
+# overrides docker-compose.yml, e.g. deploy/compose/proxy-long.yml (the long proxy run's
+# diurnal links, docs/abw-proxy.md).
 compose() {
+    local files=(-f "$REPO/docker-compose.yml")
+    if [ -n "${TESTBED_COMPOSE_OVERRIDE:-}" ]; then
+        local override="$TESTBED_COMPOSE_OVERRIDE"
+        case "$override" in /*) ;; *) override="$REPO/$override" ;; esac
+        [ -f "$override" ] || die "TESTBED_COMPOSE_OVERRIDE: no file $override"
+        files+=(-f "$override")
+    fi
     if docker compose version >/dev/null 2>&1; then
-        docker compose -p "$PROJECT" --env-file "$ENV_FILE" -f "$REPO/docker-compose.yml" "$@"
+        docker compose -p "$PROJECT" --env-file "$ENV_FILE" "${files[@]}" "$@"
     elif command -v docker-compose >/dev/null 2>&1; then
-        docker-compose -p "$PROJECT" --env-file "$ENV_FILE" -f "$REPO/docker-compose.yml" "$@"
+        docker-compose -p "$PROJECT" --env-file "$ENV_FILE" "${files[@]}" "$@"
     else
         die "Docker Compose is missing: install the docker-compose-plugin or docker-compose package"
     fi

@@ -101,6 +101,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 unavailable(str(problem))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` (most of an hour of the fleet's time) run only when asked
+    for with TESTBED_LONG=1; otherwise they are deselected, so scripts/test and CI,
+    which select by other markers, never start one."""
+    if os.environ.get("TESTBED_LONG") == "1":
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
 def story(run: dict[str, Any]) -> str:
     """A run's transitions one per line, final reason first: what a failed assertion
     should show (the raw event list is cut short in test reports)."""

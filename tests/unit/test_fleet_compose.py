@@ -94,3 +94,38 @@ def test_scripts_find_every_node_of_the_fleet_file_and_orchestrators_get_it() ->
         assert env["TESTBED_FLEET__FILE"] == "/etc/testbed/fleet.yaml"
         assert env["TESTBED_FLEET__TOKEN_HASHES"] == "${NODE_TOKEN_HASHES:-}"
         assert not [v for v in env.values() if "NODE_TOKEN_" in str(v) and "HASHES" not in v]
+
+
+def test_the_long_proxy_runs_override_puts_a_load_curve_on_every_sim_it_measures() -> None:
+    """deploy/compose/proxy-long.yml (tests/e2e/test_proxy_long.py): each node's SIM
+    that the long run measures gets a link with a daily load curve on the fleet's
+    anchor, each override keeps the node's other SIMs (same interfaces, same operators),
+    and scripts/lib.sh hands the file to compose when TESTBED_COMPOSE_OVERRIDE names it."""
+    from tests.e2e.test_proxy_long import SIMS
+
+    override = yaml.safe_load((REPO / "deploy/compose/proxy-long.yml").read_text())
+    clocks = set()
+    for node, interface in SIMS.items():
+        name = f"node-{node}"
+        service = {**COMPOSE["services"][name]}
+        env = {**service["environment"], **override["services"].get(name, {}).get(
+            "environment", {})}
+        links = _links({"environment": env})
+        assert sorted(links) == sorted(_links(service)), node
+        agent = yaml.safe_load((REPO / "deploy/fleet" / f"{node}.yaml").read_text())
+        for iface in agent["interfaces"]:
+            profile = links[iface["name"]][1].split("/")[-1]
+            spec = yaml.safe_load((REPO / "deploy/profiles" / profile).read_text())
+            assert spec["operator"]["mcc_mnc"] == iface["operator"]["mcc_mnc"], (node, profile)
+            if iface["name"] == interface:
+                assert "diurnal" in spec, (node, profile)
+                assert env["TESTBED_DIURNAL_ANCHOR"] == "${TESTBED_DIURNAL_ANCHOR:-}", node
+                clocks.add(spec["diurnal"]["compression"])
+    # Several clocks: full sessions every 600 s meet different hours on most links.
+    assert len(clocks) >= 3, clocks
+    got = subprocess.run(
+        ["bash", "-c", f". {REPO}/scripts/lib.sh && docker() {{ return 1; }} && "
+         "docker-compose() { echo \"$@\"; } && compose config"],
+        env={"PATH": "/usr/bin:/bin", "TESTBED_COMPOSE_OVERRIDE": "deploy/compose/proxy-long.yml"},
+        capture_output=True, text=True, check=True).stdout
+    assert f"-f {REPO}/docker-compose.yml -f {REPO}/deploy/compose/proxy-long.yml" in got
