@@ -120,10 +120,23 @@ _UNBOOKABLE = tuple(HEALTH_ORDER.index(h.value) for h in
                     (NodeHealth.OFFLINE, NodeHealth.NEW, NodeHealth.MAINTENANCE))
 
 
-def _calendar(ctx: Context, s: Session, campaign_ids: Sequence[str]) -> list[CalendarEntry]:
+def _calendar(ctx: Context, s: Session, campaign_ids: Sequence[str], *, now: datetime,
+              proxied: Sequence[str] = ()) -> list[CalendarEntry]:
+    """Every booked run, and the planned campaigns' past sessions. A proxy-mode
+    campaign's run that ended but whose results are not in the time-series store yet
+    still holds its slot (until the slot's end at the latest): the proxy's next answer
+    for that SIM must see them (each SIM is booked one window ahead, lanes._one_ahead).
+    Without this, a pass between the run's end and its ingest (the bundle's upload, then
+    ingest every few seconds) answered from the points before it: after a full session,
+    "too few TATs", and booked a second full session."""
     planned = set(campaign_ids)
     entries: list[CalendarEntry] = []
-    for run in s.scalars(select(Run).where(Run.state.in_(BOOKED))).all():
+    awaiting = select(Run).where(
+        Run.campaign_id.in_(set(proxied)), Run.state.in_((RunState.UPLOADING, RunState.DONE)),
+        Run.ingested_at.is_(None), Run.deadline > now)
+    held = [*s.scalars(select(Run).where(Run.state.in_(BOOKED))).all(),
+            *(s.scalars(awaiting).all() if proxied else ())]
+    for run in held:
         key = session_key(run)
         owner = f"run {run.id}" + (f" of campaign {run.campaign_id}" if run.campaign_id else "")
         entries.append(CalendarEntry(
@@ -178,7 +191,8 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
         catalogue=ctx.catalogue,
         quotas=quotas.ledger_state(s, ctx.settings, nodes),
         history=link_history(s, now),
-        calendar=_calendar(ctx, s, campaign_ids),
+        calendar=_calendar(ctx, s, campaign_ids, now=now,
+                           proxied=[c.id for c in campaigns if c.spec.proxy is not None]),
         unavailable=unavailable_nodes(ctx, nodes, now),
         padding_s=sched.padding_s,
         rates=rate_policy(ctx.settings),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -164,3 +165,47 @@ def test_through_the_api_a_trusted_proxy_books_the_cheap_session_and_the_ledger_
     assert cheap["reserved_bytes"] < full_bytes / 3
     q = api.client.get("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin).json()
     assert q["reserved"] == cheap["reserved_bytes"]
+
+
+def test_a_session_whose_results_are_not_in_the_store_yet_holds_its_sims_next_window(
+        api_influx: Api) -> None:
+    """The proxy's next answer for a SIM must see the session before it: a run that
+    ended (uploading) but is not ingested yet still holds its slot, so no pass books the
+    next window from the points before it (after a full session that answer was "too
+    few TATs": a second full session). Held until its slot's end at the latest: a
+    bundle that never comes does not stop the campaign."""
+    api = api_influx
+    token = api.add_node("se-01", [SIMS[0]])
+    api.client.put("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin,
+                   json={"cap_bytes": 10**10, "reset_day": 1, "margin": 0.05})
+    t0 = api.clock.now().replace(microsecond=0)
+    r = api.client.post("/api/v1/campaigns", headers=api.admin, json={
+        "version": 2, "name": "proxy", "steps": [{"experiment": "abw-tat", "parameters": {
+            "run_s": 10, "repetitions": 1, "pause_s": 0}}],
+        "recurrence": {"kind": "every", "hours": 1, "start": t0.isoformat(),
+                       "end": (t0 + timedelta(hours=6)).isoformat()},
+        "time_scale": 6, "time_anchor": t0.isoformat(), "proxy": {"min_tats": 10}})
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    (first,) = r.json()["runs"]
+    with InfluxClient(api.settings.influx.url, "ingest_test") as c:
+        c.create_database()  # the store answers: the campaign has no points yet
+    assert [a.run_id for a in api.heartbeat(token).assignments] == [first["id"]]
+    for state in ("deploying", "running", "uploading"):
+        assert api.report(token, first["id"], state).status_code == 204
+
+    def runs() -> list[dict[str, Any]]:
+        api.clock.advance(5)
+        assert api.client.post("/api/v1/plan", headers=api.admin).status_code == 200
+        got: list[dict[str, Any]] = api.client.get(
+            f"/api/v1/campaigns/{cid}", headers=api.admin).json()["runs"]
+        return got
+
+    # Ended, its bundle not in: the SIM's next window waits for it.
+    assert [r["id"] for r in runs()] == [first["id"]]
+    # Its slot over without results: the next window is booked (a full session: the
+    # store has no TAT of this campaign).
+    deadline = datetime.fromisoformat(first["deadline"].replace("Z", "+00:00"))
+    api.clock.advance((deadline - api.clock.now()).total_seconds())
+    later = [r for r in runs() if r["id"] != first["id"]]
+    assert len(later) == 1 and later[0]["parameters"]["tats"] == 1, later
