@@ -125,6 +125,22 @@ def test_the_page_reads_the_same_points_and_only_the_callers_runs(
     assert [r.run for r in h.runs] == ["r-t0", "r-c12"]
 
 
+def proxy_campaign(api: Api, t0: datetime) -> dict[str, Any]:
+    """An hourly proxy-mode campaign of six windows from ``t0`` (at 6x: 10 min each) on
+    se-01's Telia SIM, given a quota; as submitted (its first window booked)."""
+    api.client.put("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin,
+                   json={"cap_bytes": 10**10, "reset_day": 1, "margin": 0.05})
+    r = api.client.post("/api/v1/campaigns", headers=api.admin, json={
+        "version": 2, "name": "proxy", "steps": [{"experiment": "abw-tat", "parameters": {
+            "run_s": 10, "repetitions": 1, "pause_s": 0}}],
+        "recurrence": {"kind": "every", "hours": 1, "start": t0.isoformat(),
+                       "end": (t0 + timedelta(hours=6)).isoformat()},
+        "time_scale": 6, "time_anchor": t0.isoformat(), "proxy": {"min_tats": 10}})
+    assert r.status_code == 201, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
 def test_through_the_api_a_trusted_proxy_books_the_cheap_session_and_the_ledger_sees_it(
         api_influx: Api) -> None:
     """A proxy-mode campaign on the orchestrator with a real store: its first window
@@ -133,17 +149,8 @@ def test_through_the_api_a_trusted_proxy_books_the_cheap_session_and_the_ledger_
     reserves that session's forecast, not the full one's."""
     api = api_influx
     api.add_node("se-01", [SIMS[0]])
-    api.client.put("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin,
-                   json={"cap_bytes": 10**10, "reset_day": 1, "margin": 0.05})
     t0 = api.clock.now().replace(microsecond=0)
-    r = api.client.post("/api/v1/campaigns", headers=api.admin, json={
-        "version": 2, "name": "proxy", "steps": [{"experiment": "abw-tat", "parameters": {
-            "run_s": 10, "repetitions": 1, "pause_s": 0}}],
-        "recurrence": {"kind": "every", "hours": 1, "start": t0.isoformat(),
-                       "end": (t0 + timedelta(hours=6)).isoformat()},
-        "time_scale": 6, "time_anchor": t0.isoformat(), "proxy": {"min_tats": 10}})
-    assert r.status_code == 201, r.text
-    campaign = r.json()
+    campaign = proxy_campaign(api, t0)
     (first,) = campaign["runs"]  # one window ahead
     assert first["parameters"]["tats"] == 1
     full_bytes = first["reserved_bytes"]
@@ -176,18 +183,9 @@ def test_a_session_whose_results_are_not_in_the_store_yet_holds_its_sims_next_wi
     bundle that never comes does not stop the campaign."""
     api = api_influx
     token = api.add_node("se-01", [SIMS[0]])
-    api.client.put("/api/v1/nodes/se-01/interfaces/op0/quota", headers=api.admin,
-                   json={"cap_bytes": 10**10, "reset_day": 1, "margin": 0.05})
-    t0 = api.clock.now().replace(microsecond=0)
-    r = api.client.post("/api/v1/campaigns", headers=api.admin, json={
-        "version": 2, "name": "proxy", "steps": [{"experiment": "abw-tat", "parameters": {
-            "run_s": 10, "repetitions": 1, "pause_s": 0}}],
-        "recurrence": {"kind": "every", "hours": 1, "start": t0.isoformat(),
-                       "end": (t0 + timedelta(hours=6)).isoformat()},
-        "time_scale": 6, "time_anchor": t0.isoformat(), "proxy": {"min_tats": 10}})
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
-    (first,) = r.json()["runs"]
+    campaign = proxy_campaign(api, api.clock.now().replace(microsecond=0))
+    cid = campaign["id"]
+    (first,) = campaign["runs"]
     with InfluxClient(api.settings.influx.url, "ingest_test") as c:
         c.create_database()  # the store answers: the campaign has no points yet
     assert [a.run_id for a in api.heartbeat(token).assignments] == [first["id"]]
