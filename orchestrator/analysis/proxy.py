@@ -28,8 +28,9 @@ cell, a new policing rule): the window of the most recent :data:`WINDOW` TATs an
 age limit of :class:`Policy` bound how long such a change goes unnoticed, not whether.
 The coverage is checked on synthetic SIMs in tests/unit/test_analysis_proxy.py;
 tests/e2e/test_proxy.py runs proxy mode through the emulated fleet's diurnal link and
-asserts its bytes, its coverage there resting on too few held-back TATs to assert
-(docs/abw-proxy.md, "Limits").
+asserts its bytes, its coverage there resting on too few held-back TATs to assert; the
+coverage through the fleet is tests/e2e/test_proxy_long.py's, outside CI
+(docs/abw-proxy.md, "The long run").
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ runs in about 50 s and is booked at 145 s; docs/abw-proxy.md), 240 held-back TAT
 25 full sessions and 75 cheap ones: about 1.5 node-hours with windows as short as the
 sessions really are, about 4 with windows that hold their bookings. One CI run has room
 for a few node-minutes. The page shows the coverage it has; the fleet check of
-calibration stays open (docs/abw-proxy.md, "Not yet done").
+calibration is tests/e2e/test_proxy_long.py, outside CI (docs/abw-proxy.md, "The long
+run").
 
 Where and when: no-03, a node of its own (every other node holds one of the other
 compressed days of the "days" group, conftest's ``SideBySide``), whose link runs the
