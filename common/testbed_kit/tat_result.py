@@ -39,9 +39,19 @@ def iperf3_error(raw: dict[str, Any]) -> str | None:
 
 
 def is_busy(raw: dict[str, Any]) -> bool:
-    """True when the server refused the test because it was running another one."""
+    """True when the server refused the test because it was running another one: it
+    said so, or it reset the control connection before the test started. A busy
+    iperf3 server sends its refusal and closes the connection at once; when the
+    client's cookie is still unread there, the close is a reset and the client reports
+    "unable to receive control message: Connection reset by peer" instead of the
+    refusal (seen on the compose fleet with seven nodes starting TATs against one
+    server at once, 2026-11-27). With no interval measured, nothing was lost."""
     err = iperf3_error(raw)
-    return err is not None and "busy" in err.lower()
+    if err is None:
+        return False
+    low = err.lower()
+    return "busy" in low or ("control message" in low and "reset by peer" in low
+                             and not raw.get("intervals"))
 
 
 def _interval_sums(intervals: Any) -> list[dict[str, Any]]:

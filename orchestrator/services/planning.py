@@ -128,7 +128,7 @@ def _calendar(ctx: Context, s: Session, campaign_ids: Sequence[str], *, now: dat
     for that SIM must see them (each SIM is booked one window ahead, lanes._one_ahead).
     Without this, a pass between the run's end and its ingest (the bundle's upload, then
     ingest every few seconds) could answer from the points before it: after a full session,
-    "too few TATs", and booked a second full session."""
+    "too few TATs", and would book a second full session."""
     planned = set(campaign_ids)
     entries: list[CalendarEntry] = []
     awaiting = select(Run).where(

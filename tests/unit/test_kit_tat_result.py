@@ -119,6 +119,17 @@ def test_iperf3_error_is_reported() -> None:
         _parse(raw, "uplink")
 
 
+def test_a_reset_before_the_test_started_is_a_busy_server_and_after_it_a_failure() -> None:
+    """A busy server's refusal can arrive as a reset of the control connection; once
+    intervals were measured, a reset is the test's own failure."""
+    raw = {"start": {}, "intervals": [], "end": {},
+           "error": "unable to receive control message: Connection reset by peer"}
+    assert tat_parse.is_busy(raw)
+    started = {**raw, "intervals": [{"sum": {"start": 0, "end": 0.1, "bytes": 1000}}]}
+    assert not tat_parse.is_busy(started)
+    assert not tat_parse.is_busy({**raw, "error": "unable to connect to server: timeout"})
+
+
 def test_unfinished_test_is_refused() -> None:
     raw = copy.deepcopy(_fixture("iperf3_downlink.json"))
     del raw["end"]["sum_received"]
