@@ -4,7 +4,7 @@ diurnal days on seven nodes at once, whose 90 % intervals must cover 85-95 % of 
 held-back TATs, pooled over the SIMs, while it spends less than a third of the bytes of
 an all-TAT campaign, both as the ``abw-proxy`` page shows them.
 
-Outside CI: marked ``long`` (about 45 minutes of the whole fleet, its start
+Outside CI: marked ``long`` (about 40 minutes of the whole fleet, its start
 included), deselected unless TESTBED_LONG=1, and it needs the diurnal links of
 deploy/compose/proxy-long.yml::
 
