@@ -309,22 +309,15 @@ mkdir -p "$STAMPS"
 # `docker images`. Anything else (a file edited, even only touched; an image rebuilt by
 # another checkout) takes the full path below, which finds what to rebuild.
 RUN_STAMP="$STAMPS/run-$(printf '%s ' "$@" | sha256sum | cut -c1-16)"
-tree_state() {  # the fingerprint of the checkout, the base image and the settings
-    {
-        echo "TAG=$TAG NODE_MODEMMANAGER=${NODE_MODEMMANAGER:-0} PYTHON=$PYTHON"
-        docker image inspect -f '{{.Id}}' debian:bookworm-slim 2>/dev/null || echo "no base image"
-        find . \( -path ./.git -o -path ./build -o -path ./tools/target -o -path ./.venv \
-                  -o -path ./deploy/.secrets -o -name __pycache__ -o -name '*.egg-info' \
-                  -o -name .mypy_cache -o -name .ruff_cache -o -name .pytest_cache \) -prune \
-             -o -type f -printf '%p %s %T@\n' | LC_ALL=C sort
-    } | sha256sum | cut -c1-32
+tree_state() {  # the checkout, the base image and the settings the builds read
+    { echo "TAG=$TAG NODE_MODEMMANAGER=${NODE_MODEMMANAGER:-0} PYTHON=$PYTHON"
+      docker image inspect -f '{{.Id}}' debian:bookworm-slim 2>/dev/null || echo "no base image"
+      checkout_state "$ROOT"; } | sha256sum | cut -c1-32
 }
-built_ids() {  # "tag id" of each wanted image, as its tag names it now ("missing")
+built_ids() {  # "tag id" of each wanted image
     local tags=() b tag
     for b in "${builds[@]}"; do IFS='|' read -r tag _ <<<"$b"; tags+=("$tag"); done
-    docker images --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}}' \
-        | awk -v want="${tags[*]}" 'BEGIN {n = split(want, w, " ")} {id[$1] = $2}
-              END {for (i = 1; i <= n; i++) print w[i], (w[i] in id ? id[w[i]] : "missing")}'
+    image_ids "${tags[@]}"
 }
 tree_at_start="$(tree_state)"
 if [ -f "$RUN_STAMP" ] && [ "$(cat "$RUN_STAMP")" = "$tree_at_start

@@ -7,6 +7,7 @@ only by the end-to-end tests."""
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import subprocess
 from typing import Any
 
@@ -103,6 +104,6 @@ def test_nodes_start_one_after_another_in_fleet_file_order() -> None:
     delays = [float(COMPOSE["services"][f"node-{n['id']}"]["environment"]
                     ["TESTBED_START_DELAY_S"]) for n in NODES]
     assert delays[0] == 0
-    steps = {round(b - a, 3) for a, b in zip(delays, delays[1:], strict=False)}
+    steps = {round(b - a, 3) for a, b in itertools.pairwise(delays)}
     assert len(steps) == 1 and 0 < steps.pop() <= 0.5, delays
     assert delays[-1] <= 3, delays
