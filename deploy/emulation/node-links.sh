@@ -37,9 +37,7 @@
 # its link state to $TESTBED_LINKEM_STATE_DIR/<name>.json (default /run/linkem/op0.json)
 # every 200 ms, for an emulated modem reader.
 #
-# Environment: TESTBED_LINKS, TESTBED_START_DELAY_S (seconds to wait first, on the
-# container's first start: the emulated fleet's nodes start one after another),
-# TESTBED_LINKEM (binary, default linkem),
+# Environment: TESTBED_LINKS, TESTBED_LINKEM (binary, default linkem),
 # TESTBED_LINKEM_STATE_DIR (default /run/linkem), TESTBED_LINKEM_ARGS (extra
 # `linkem run` flags, e.g. "--state-interval-ms 500"), TESTBED_DIURNAL_ANCHOR (an RFC
 # 3339 instant: diurnal profiles run their compressed clock from it, --diurnal-anchor;
@@ -119,14 +117,6 @@ emulate() {  # emulate INDEX NAME SUBNET PROFILE
     done
     say "$name ($addr in $subnet): linkem $profile via $up/$dn, state $STATE_DIR/$name.json"
 }
-
-# The emulated fleet's nodes start one after another on one host (docker-compose.yml):
-# on the container's first start only (a restart of the node is not delayed), wait
-# TESTBED_START_DELAY_S seconds before the links and the agent.
-if [ -n "${TESTBED_START_DELAY_S:-}" ] && [ ! -e /run/testbed-node-started ]; then
-    sleep "$TESTBED_START_DELAY_S"
-fi
-: >/run/testbed-node-started
 
 i=0
 checked=0

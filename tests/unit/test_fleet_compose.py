@@ -7,7 +7,6 @@ only by the end-to-end tests."""
 from __future__ import annotations
 
 import ipaddress
-import itertools
 import subprocess
 from typing import Any
 
@@ -95,15 +94,3 @@ def test_scripts_find_every_node_of_the_fleet_file_and_orchestrators_get_it() ->
         assert env["TESTBED_FLEET__FILE"] == "/etc/testbed/fleet.yaml"
         assert env["TESTBED_FLEET__TOKEN_HASHES"] == "${NODE_TOKEN_HASHES:-}"
         assert not [v for v in env.values() if "NODE_TOKEN_" in str(v) and "HASHES" not in v]
-
-
-def test_nodes_start_one_after_another_in_fleet_file_order() -> None:
-    """On one host the nodes' starts are spread (TESTBED_START_DELAY_S, read by
-    deploy/emulation/node-links.sh): the first node of the fleet file at once, each
-    next one later by the same step, the last within 3 s (every node online soon)."""
-    delays = [float(COMPOSE["services"][f"node-{n['id']}"]["environment"]
-                    ["TESTBED_START_DELAY_S"]) for n in NODES]
-    assert delays[0] == 0
-    steps = {round(b - a, 3) for a, b in itertools.pairwise(delays)}
-    assert len(steps) == 1 and 0 < steps.pop() <= 0.5, delays
-    assert delays[-1] <= 3, delays
