@@ -55,6 +55,24 @@ fleet_node_ids() {
 # node_token_var ID: the variable of $ENV_FILE that holds node ID's token.
 node_token_var() { printf 'NODE_TOKEN_%s' "$(printf '%s' "$1" | tr 'a-z.-' 'A-Z__')"; }
 
+# checkout_state DIR: one line per file of the checkout at DIR, "path size mtime" (as make
+# compares files), sorted; none from .git, build/, tools/target, deploy/.secrets, the
+# venv or caches, which builds write or never read (scripts/build-images.sh's fast path).
+checkout_state() {
+    (cd "$1" && find . \( -path ./.git -o -path ./build -o -path ./tools/target -o -path ./.venv \
+                          -o -path ./deploy/.secrets -o -name __pycache__ -o -name '*.egg-info' \
+                          -o -name .mypy_cache -o -name .ruff_cache -o -name .pytest_cache \) -prune \
+                     -o -type f -printf '%p %s %T@\n' | LC_ALL=C sort)
+}
+
+# image_ids TAG...: "TAG ID" for each, the image its tag names now ("TAG missing"), from
+# one `docker images` call.
+image_ids() {
+    docker images --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}}' \
+        | awk -v want="$*" 'BEGIN {n = split(want, w, " ")} {id[$1] = $2}
+              END {for (i = 1; i <= n; i++) print w[i], (w[i] in id ? id[w[i]] : "missing")}'
+}
+
 load_env() {
     [ -f "$ENV_FILE" ] || return 0
     set -a; . "$ENV_FILE"; set +a
