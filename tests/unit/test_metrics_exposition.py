@@ -16,7 +16,7 @@ from prometheus_client.utils import floatToGoString as _untyped_go_string
 from orchestrator.metrics.exposition import GaugeText, encode, label_set, sample_value
 
 
-def floatToGoString(value: float) -> str:  # noqa: N802 - prometheus_client's name
+def floatToGoString(value: float) -> str:  # prometheus_client's name
     return str(_untyped_go_string(value))  # type: ignore[no-untyped-call]
 
 
