@@ -18,11 +18,11 @@ from testbed_common import wire
 from tests.integration.live import Live, orchestrator
 
 SCRAPE = "scrape-token-under-load-0123"
-NODES = 40
+NODES = 24
 SIMS = [("op0", "240-01", "Telia"), ("op1", "240-02", "Tre"), ("op2", "240-07", "Tele2")]
 #: Threads sending heartbeats back to back (a 2-core machine's worth of load generator).
 SENDERS = 4
-SCRAPES = 4
+SCRAPES = 3
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
