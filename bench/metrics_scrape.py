@@ -34,7 +34,6 @@ OPERATORS = [("240-01", "Telia"), ("240-02", "Tre"), ("240-07", "Tele2")]
 
 def one(n_nodes: int) -> dict[str, float]:
     sys.path.insert(0, str(REPO))
-    from prometheus_client import CollectorRegistry, generate_latest
     from sqlalchemy import insert
 
     from orchestrator.bootstrap import build_context
@@ -68,12 +67,11 @@ def one(n_nodes: int) -> dict[str, float]:
         with ctx.db.session() as s:
             s.execute(insert(Run), [run for i in range(n_nodes)
                                     for run in _runs(i, now, project_id)])
-        registry = CollectorRegistry()
-        registry.register(StateCollector(ctx, per_sim=True))
+        collector = StateCollector(ctx, per_sim=True)
         times, cpu = [], []
         for _ in range(5):
             t0, c0 = time.perf_counter(), time.process_time()
-            body = generate_latest(registry)
+            body = collector.exposition()
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))

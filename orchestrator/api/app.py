@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api import (
@@ -203,10 +203,7 @@ def from_environment() -> FastAPI:
 
 def _meta_routes(app: FastAPI, settings: Settings) -> None:
     ctx = app.state.ctx
-    registries = {}
-    for per_sim in (False, True):
-        registries[per_sim] = CollectorRegistry(auto_describe=True)
-        registries[per_sim].register(StateCollector(ctx, per_sim=per_sim))
+    views = {per_sim: StateCollector(ctx, per_sim=per_sim) for per_sim in (False, True)}
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict[str, str]:
@@ -223,5 +220,5 @@ def _meta_routes(app: FastAPI, settings: Settings) -> None:
         if token is not None and not may_scrape(settings, token):
             raise Unauthorized("unknown metrics token: send TESTBED_METRICS_TOKEN as "
                                "'Authorization: Bearer <token>', or no token for aggregates")
-        body = generate_latest(registries[token is not None])
+        body = views[token is not None].exposition()
         return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -90,21 +90,31 @@ class SimQuota:
     def period_at(self, at: datetime) -> Period:
         """The billing period holding instant ``at``."""
         tz = ZoneInfo(self.timezone)
-        local = at.astimezone(tz)
-        start = self._reset(local.year, local.month, tz)
-        if start > at:
-            y, m = (local.year, local.month - 1) if local.month > 1 else (local.year - 1, 12)
-            start = self._reset(y, m, tz)
+        start = period_start(at, reset_day=self.reset_day, timezone=self.timezone)
         y, m = (start.astimezone(tz).year, start.astimezone(tz).month)
         y, m = (y, m + 1) if m < 12 else (y + 1, 1)
-        return Period(start, self._reset(y, m, tz))
+        return Period(start, _reset(y, m, self.reset_day, tz))
 
-    def _reset(self, year: int, month: int, tz: ZoneInfo) -> datetime:
-        nxt = date(year + month // 12, month % 12 + 1, 1)
-        day = min(self.reset_day, (nxt - timedelta(days=1)).day)
-        # Local midnight; in the rare zones whose DST gap covers midnight, fold=0
-        # lands an hour late, which is harmless for a monthly boundary.
-        return datetime.combine(date(year, month, day), time(0), tzinfo=tz).astimezone(UTC)
+
+def period_start(at: datetime, *, reset_day: int, timezone: str) -> datetime:
+    """When the billing period holding instant ``at`` began (UTC): the last local
+    midnight of a reset day (``reset_day`` of the month, or its last day) in
+    ``timezone`` at or before ``at``."""
+    tz = ZoneInfo(timezone)
+    local = at.astimezone(tz)
+    start = _reset(local.year, local.month, reset_day, tz)
+    if start > at:
+        y, m = (local.year, local.month - 1) if local.month > 1 else (local.year - 1, 12)
+        start = _reset(y, m, reset_day, tz)
+    return start
+
+
+def _reset(year: int, month: int, reset_day: int, tz: ZoneInfo) -> datetime:
+    nxt = date(year + month // 12, month % 12 + 1, 1)
+    day = min(reset_day, (nxt - timedelta(days=1)).day)
+    # Local midnight; in the rare zones whose DST gap covers midnight, fold=0
+    # lands an hour late, which is harmless for a monthly boundary.
+    return datetime.combine(date(year, month, day), time(0), tzinfo=tz).astimezone(UTC)
 
 
 @dataclass(frozen=True)

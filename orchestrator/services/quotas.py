@@ -32,6 +32,8 @@ from orchestrator.quotas.ledger import (
     Refusal,
     Reservation,
     SimKey,
+    Usage,
+    period_start,
     usage_from_journal,
 )
 from orchestrator.quotas.ledger import SimQuota as Quota
@@ -116,6 +118,15 @@ def _quota(settings: Settings, key: SimKey, timezone: str, row: QuotaRow | None
     return Quota(key, default, 1, settings.scheduling.quota_margin, timezone)
 
 
+#: The runs that are the ledger's journal: those holding a reservation of a SIM's period.
+_IN_JOURNAL = (Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
+               Run.reservation_period.is_not(None))
+#: Their sums (:class:`JournalTotals`): open reservations, charged, overrun.
+_JOURNAL_SUMS = (func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes), else_=0)),
+                 func.sum(func.coalesce(Run.charged_bytes, 0)),
+                 func.sum(func.coalesce(Run.overrun_bytes, 0)))
+
+
 def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = None,
                  *, usage_of_nodes_only: bool = False,
                  quota_rows: QuotaRows | None = None) -> LedgerState:
@@ -129,12 +140,9 @@ def ledger_state(s: Session, settings: Settings, nodes: Iterable[Node] | None = 
     only = ((Run.node_id.in_([n.id for n in nodes]),) if usage_of_nodes_only else ())
     rows = s.execute(
         select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period, Project.name,
-               func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes), else_=0)),
-               func.sum(func.coalesce(Run.charged_bytes, 0)),
-               func.sum(func.coalesce(Run.overrun_bytes, 0)))
+               *_JOURNAL_SUMS)
         .join(Project, Run.project_id == Project.id)
-        .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
-               Run.reservation_period.is_not(None), *only)
+        .where(*_IN_JOURNAL, *only)
         .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
                   Project.name)
     ).all()
@@ -329,13 +337,8 @@ def list_quotas(ctx: Context) -> QuotasPublic:
         rows = _quota_rows(s, nodes)
         state = ledger_state(s, ctx.settings, nodes, quota_rows=rows)
         ledger = QuotaLedger(state)
-        projects = []
-        for p in s.scalars(select(Project).order_by(Project.name)).all():
-            st = ledger.project_status(ProjectId(p.name))
-            projects.append(ProjectQuotaPublic(
-                project=p.name, limit=p.budget_bytes, used=st.used, reserved=st.reserved,
-                remaining=st.remaining if p.budget_bytes is not None else None,
-                overrun=st.overrun))
+        projects = [_project_public(p, ledger) for p in
+                    s.scalars(select(Project).order_by(Project.name)).all()]
         return QuotasPublic(sims=_statuses(ctx, s, nodes, state, rows), projects=projects)
 
 
@@ -399,19 +402,16 @@ def _sim_figures(s: Session, settings: Settings, now: datetime, *, to_look_at: b
             .join(Node, Node.id == Interface.node_id)
             .outerjoin(SimQuota, and_(SimQuota.node_id == Interface.node_id,
                                       SimQuota.interface == Interface.name)))
-    starts = {(r, z): Quota(sim_key("", "", ""), 1, r, 0.0, z).period_at(now).start
+    starts = {(r, z): period_start(now, reset_day=r, timezone=z)
               for r, z in s.execute(sims.with_only_columns(reset, zone).distinct()
                                     .where(cap.is_not(None)))}
     period = (case(*((and_(reset == r, zone == z), literal(start, UtcDateTime()))
                      for (r, z), start in starts.items()), else_=None)
               if starts else null())
     used = (select(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period,
-                   func.sum(func.coalesce(Run.charged_bytes, 0)).label("charged"),
-                   func.sum(case((Run.settled_at.is_(None), Run.reserved_bytes),
-                                 else_=0)).label("open"),
-                   func.sum(func.coalesce(Run.overrun_bytes, 0)).label("over"))
-            .where(Run.reserved_bytes.is_not(None), Run.mcc_mnc.is_not(None),
-                   Run.reservation_period.in_(set(starts.values())))
+                   *(total.label(name) for total, name
+                     in zip(_JOURNAL_SUMS, ("open", "charged", "over"), strict=True)))
+            .where(*_IN_JOURNAL, Run.reservation_period.in_(set(starts.values())))
             .group_by(Run.node_id, Run.interface, Run.mcc_mnc, Run.reservation_period)
             .subquery())
     charged = func.coalesce(used.c.charged, 0)
@@ -526,8 +526,28 @@ def set_budget(ctx: Context, principal: Principal, project: str,
         if row is None:
             raise NotFound(f"no project {project!r}; create it first (testbed project add)")
         row.budget_bytes = body.budget_bytes
+        s.flush()
+        # This project's runs summed, not the whole listing (every node's SIMs)
+        open_, charged, over = s.execute(
+            select(*_JOURNAL_SUMS).where(Run.project_id == row.id, *_IN_JOURNAL)).one()
+        name = ProjectId(row.name)
+        ledger = QuotaLedger(LedgerState(
+            projects={} if row.budget_bytes is None else {
+                name: ProjectBudget(name, row.budget_bytes)},
+            project_usage={name: Usage(int(charged or 0), int(open_ or 0), int(over or 0))}))
+        public = _project_public(row, ledger)
     ctx.replan_wanted.set()
-    return next(p for p in list_quotas(ctx).projects if p.project == project)
+    return public
+
+
+def _project_public(project: Project, ledger: QuotaLedger) -> ProjectQuotaPublic:
+    """A project's budget and what its runs hold of it, as the ledger has them."""
+    st = ledger.project_status(ProjectId(project.name))
+    return ProjectQuotaPublic(
+        project=project.name, limit=project.budget_bytes, used=st.used,
+        reserved=st.reserved,
+        remaining=st.remaining if project.budget_bytes is not None else None,
+        overrun=st.overrun)
 
 
 def quota_points(ctx: Context) -> list[Point]:

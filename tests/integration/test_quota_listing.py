@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.integration.conftest import Api
+from tests.integration.test_fleet_page import mixed_fleet
 
 
 def _set(api: Api, node: str, iface: str, cap: int) -> None:
@@ -39,3 +40,23 @@ def test_a_quota_set_before_its_interface_is_reported_is_listed_under_its_own_no
     assert sims[("se-02", "op0")]["source"] == "default"
     reply = api.heartbeat(a)
     assert reply.sim_left_bytes == {"op0": 3 * 10**9}
+
+
+def test_a_budget_set_answers_the_projects_figures_as_the_listing_has_them(
+        api: Api) -> None:
+    """``PUT .../budget`` sums only its project's runs (not the whole listing of every
+    SIM): its answer is still the listing's entry, budget or none, runs or none."""
+    mixed_fleet(api)  # runs of the default project: settled, open, of the period before
+    r = api.client.post("/api/v1/projects", headers=api.admin, json={"name": "idle"})
+    assert r.status_code == 201, r.text
+    for project, budget in (("default", 10**13), ("default", None), ("idle", 10**9)):
+        r = api.client.put(f"/api/v1/projects/{project}/budget", headers=api.admin,
+                           json={"budget_bytes": budget})
+        assert r.status_code == 200, r.text
+        listing = api.client.get("/api/v1/quotas", headers=api.admin)
+        assert listing.status_code == 200, listing.text
+        listed = {p["project"]: p for p in listing.json()["projects"]}
+        assert r.json() == listed[project]
+        assert r.json()["limit"] == budget
+    assert listed["default"]["used"] > 7 * 10**12 and listed["default"]["reserved"] > 0
+    assert listed["idle"]["remaining"] == 10**9

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -27,6 +28,7 @@ from orchestrator.quotas.ledger import (
     Reservation,
     SimKey,
     SimQuota,
+    period_start,
     usage_from_journal,
 )
 from orchestrator.quotas.settlement import ChargeBasis, Settlement, settle
@@ -159,6 +161,24 @@ def test_period_rolls_over_at_local_midnight_of_the_reset_day() -> None:
     period = led.sim_status(SIM, after).period
     assert period is not None
     assert period.end == datetime(2026, 4, 14, 22, 0, tzinfo=UTC)  # CEST by then
+
+
+@given(at=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
+                       timezones=st.just(UTC)),
+       reset_day=st.integers(1, 31),
+       zone=st.sampled_from(["UTC", "Europe/Stockholm", "America/New_York", "Asia/Kolkata",
+                             "Pacific/Auckland"]))
+def test_the_periods_start_at_a_local_midnight_and_follow_each_other(
+        at: datetime, reset_day: int, zone: str) -> None:
+    """``period_start`` (what the database's per-SIM sums match periods by) starts the
+    period ``period_at`` gives; periods tile time: each begins where the one before
+    ends, at a local midnight."""
+    start = period_start(at, reset_day=reset_day, timezone=zone)
+    period = SimQuota(SIM, GB, reset_day=reset_day, timezone=zone).period_at(at)
+    assert period.start == start <= at < period.end
+    assert period_start(period.end, reset_day=reset_day, timezone=zone) == period.end
+    local = start.astimezone(ZoneInfo(zone))
+    assert (local.hour, local.minute) == (0, 0)
 
 
 def test_reset_day_31_means_the_last_day_of_short_months() -> None:
