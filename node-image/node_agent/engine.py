@@ -84,7 +84,11 @@ class ContainerEngine(Protocol):
         interval later: part of every run's time to its result."""
         ...
 
-    def kill(self, container: ContainerId) -> None: ...
+    def kill(self, container: ContainerId) -> bool:
+        """Stop the container now. False when it had already ended on its own: the
+        run's stop and its experiment's end can cross (the loop saw it running a moment
+        ago), and an experiment that finished keeps its whole results."""
+        ...
 
     def wait(self, container: ContainerId, *, timeout_s: float) -> int:
         """The exit code of the ended (or ending) container."""
@@ -228,11 +232,30 @@ class DockerEngine:
         except docker.errors.DockerException as e:
             raise _lost(e) from e
 
-    def kill(self, container: ContainerId) -> None:
+    def kill(self, container: ContainerId) -> bool:
         try:
-            self._get(container).kill()
+            c = self._get(container)
         except docker.errors.DockerException as e:
             raise _lost(e) from e
+        try:
+            c.kill()
+        except docker.errors.APIError as e:
+            # The engine refuses to kill a container that is not running (409): it
+            # ended between the loop's look and this kill. Anything else is lost track.
+            if self._ended(c):
+                return False
+            raise _lost(e) from e
+        except docker.errors.DockerException as e:
+            raise _lost(e) from e
+        return True
+
+    @staticmethod
+    def _ended(c: Any) -> bool:
+        try:
+            c.reload()
+        except docker.errors.DockerException:
+            return False
+        return str(c.status) not in _NOT_ENDED
 
     def wait(self, container: ContainerId, *, timeout_s: float) -> int:
         try:

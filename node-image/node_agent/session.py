@@ -182,7 +182,10 @@ class RunSession:
             ))
             if stopped is not None:
                 log.warning("run %s: stopping: %s", spec.run_id, stopped.reason)
-                engine.kill(container)
+                if not engine.kill(container):
+                    log.info("run %s: its experiment ended on its own before the stop",
+                             spec.run_id)
+                    stopped = None  # its exit code says how it ended, its results go up
                 break
             engine.await_end(container, within_s=self.meter_interval_s)
         exit_code = engine.wait(container, timeout_s=WAIT_TIMEOUT_S)

@@ -209,7 +209,8 @@ class FillingEngine:
 
     def await_end(self, container: ContainerId, *, within_s: float) -> None: ...
 
-    def kill(self, container: ContainerId) -> None: ...
+    def kill(self, container: ContainerId) -> bool:
+        return True
 
     def wait(self, container: ContainerId, *, timeout_s: float) -> int:
         return 0

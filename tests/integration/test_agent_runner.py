@@ -277,6 +277,25 @@ def test_missing_image(testbed: Rig, tmp_path: Path) -> None:
     assert (tmp_path / "run" / "meta" / "run.json").exists()
 
 
+def test_kill_says_whether_the_container_was_still_running(testbed: Rig) -> None:
+    """A run's stop can cross its experiment's own end: killing a container that has
+    just exited is not "lost track of it" (the engine answers 409), it ended."""
+    engine = DockerEngine(testbed.client, node_id=NODE_ID)
+    try:
+        running = engine.create(_spec(testbed, duration_s=60))
+        testbed.client.containers.get(running).start()
+        assert engine.kill(running) is True
+        ended = engine.create(_spec(testbed))
+        container = testbed.client.containers.get(ended)
+        container.start()
+        container.kill()
+        container.wait(timeout=30)
+        assert engine.kill(ended) is False
+        assert engine.wait(ended, timeout_s=5) != 0  # its exit code still reads
+    finally:
+        engine.remove_leftovers()
+
+
 def test_leftover_containers_are_removed(testbed: Rig) -> None:
     testbed.client.containers.create(
         SERVER_IMAGE, name=f"tbtest-leftover-{SUFFIX}",

@@ -182,9 +182,10 @@ class ProcessEngine:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=within_s)
 
-    def kill(self, container: ContainerId) -> None:
+    def kill(self, container: ContainerId) -> bool:
         if self.proc is not None:
             self.proc.kill()
+        return True
 
     def wait(self, container: ContainerId, *, timeout_s: float) -> int:
         assert self.proc is not None

@@ -40,8 +40,9 @@ class EndingEngine(FillingEngine):
     def await_end(self, container: ContainerId, *, within_s: float) -> None:
         self.ended.wait(within_s)
 
-    def kill(self, container: ContainerId) -> None:
+    def kill(self, container: ContainerId) -> bool:
         self.ended.set()
+        return True
 
     def collect(self, container: ContainerId, run_dir: Path) -> str:
         return ""
@@ -64,3 +65,36 @@ def test_the_session_ends_with_its_container_not_at_the_next_reading(tmp_path: P
     assert outcome.state == RunState.UPLOADING, outcome.reason
     assert 0.3 <= took < 1.5, took
     assert engine.looked == 2  # one reading while it ran, one that found it ended
+
+
+class EndedAsStoppedEngine(EndingEngine):
+    """A container seen running once, which has ended by the time the stop's kill
+    reaches the engine (the engine's 409, "is not running")."""
+
+    def start(self, container: ContainerId) -> None:
+        pass
+
+    def running(self, container: ContainerId) -> bool:
+        self.looked += 1
+        return self.looked == 1
+
+    def kill(self, container: ContainerId) -> bool:
+        self.ended.set()
+        return False
+
+
+def test_a_stop_that_crosses_the_experiments_own_end_keeps_its_results(
+        tmp_path: Path) -> None:
+    """The demo's first run on a loaded machine failed with "lost track of the
+    experiment container" when its stop came as its container ended: an experiment that
+    finished ends by its exit code, and its results go up."""
+    config = agent(tmp_path, RunOutcome(RunState.UPLOADING, "unused")).config
+    spec = build_spec(assignment(), config, interface_address="10.0.0.2")
+    stop = StopRequest()
+    stop.set(RunState.CANCELLED, "cancelled by its owner")
+    outcome = RunSession(spec, tmp_path / "run", engine=EndedAsStoppedEngine(after_s=0),
+                         counters=Still(), interfaces=["op0"],
+                         meter_interval_s=METER_INTERVAL_S,
+                         clock=lambda: NOW).run(on_running=lambda: None, stop=stop)
+    assert outcome.state == RunState.UPLOADING, outcome.reason
+    assert outcome.exit_code == 0
