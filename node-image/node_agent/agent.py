@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from node_agent import __version__
-from node_agent.assignments import AssignmentBook, load_book, save_book
+from node_agent.assignments import AssignmentBook, load_book, missed_reason, save_book
 from node_agent.backoff import Backoff, register_backoff
 from node_agent.client import OrchestratorClient
 from node_agent.clock import (
@@ -316,11 +316,7 @@ class Agent:
             with self._lock:
                 for missed in self.book.missed(now):
                     self.book.cancel(missed.run_id)  # reported dropped: never started
-                    self._report(
-                        missed.run_id, RunState.EXPIRED,
-                        f"missed: the node could not start the run before its deadline "
-                        f"({missed.deadline.isoformat()})",
-                    )
+                    self._report(missed.run_id, RunState.EXPIRED, missed_reason(missed, now))
                 due = self.book.next_due(now)
                 wait = self.book.seconds_until_next(now)
                 if due is not None:

@@ -32,6 +32,38 @@ log = logging.getLogger(__name__)
 REMEMBERED_RUNS = 1000
 #: How many dropped, not yet acknowledged run ids are kept (``wire.Heartbeat``'s bound).
 REPORTED_DROPS = 1000
+#: A run is started only while at least this share of its slot is ahead. A slot is the
+#: run's forecast duration (its own time and a fixed allowance for the container's
+#: start and end, 15 s for a TAT), so a run that can start only in its last third would
+#: be stopped at its deadline with its traffic spent and no result: it is reported
+#: missed instead, before a byte moves, and a campaign books its session again. A
+#: third keeps every case where the run might still fit (a 10 s TAT needs about 12 s of
+#: its 25 s slot) and catches those where it cannot (a node busy, slow or out of
+#: contact through most of the slot).
+MIN_SLOT_LEFT = 1 / 3
+
+
+def slot_left(a: Assignment, now: datetime) -> float:
+    """The share of ``a``'s slot still ahead at ``now``: 1 until it begins, 0 from its
+    deadline (a slot of no length is all ahead until its deadline)."""
+    length = (a.deadline - a.not_before).total_seconds()
+    ahead = (a.deadline - now).total_seconds()
+    if ahead <= 0:
+        return 0.0
+    return 1.0 if length <= 0 else min(1.0, ahead / length)
+
+
+def missed_reason(a: Assignment, now: datetime) -> str:
+    """Why the node reports ``a`` missed at ``now`` (its state is ``expired``)."""
+    if now >= a.deadline:
+        return (f"missed: the node could not start the run before its deadline "
+                f"({a.deadline.isoformat()})")
+    length = (a.deadline - a.not_before).total_seconds()
+    ahead = (a.deadline - now).total_seconds()
+    return (f"missed: the node could start the run only {ahead:.0f} s before its deadline "
+            f"({a.deadline.isoformat()}), with less than {MIN_SLOT_LEFT:.0%} of its "
+            f"{length:.0f} s slot left; it was not started, as it would have been "
+            f"stopped at the deadline with its traffic spent")
 
 
 class AssignmentBook:
@@ -91,8 +123,9 @@ class AssignmentBook:
         return max(0.0, (first - now).total_seconds())
 
     def missed(self, now: datetime) -> list[Assignment]:
-        """Pending runs whose deadline has passed before they could start."""
-        return [a for a in self._pending.values() if a.deadline <= now]
+        """Pending runs the node can no longer run in their slot: the deadline passed, or
+        less than :data:`MIN_SLOT_LEFT` of the slot is left (:func:`missed_reason`)."""
+        return [a for a in self._pending.values() if slot_left(a, now) < MIN_SLOT_LEFT]
 
     @property
     def pending_ids(self) -> list[str]:

@@ -13,7 +13,14 @@ Rules match the interface *address*, not its name, so that they hold on a real m
 address leave through linkem's TUN device before they reach ``opN``). Without an
 address they match the interface name. The quota counts IP bytes (no link-layer
 header), so on an Ethernet-like interface the counters can read up to 14 bytes per
-packet more than the quota allowed: the SIM cap's safety margin covers that.
+packet more than the quota allowed: the SIM cap's safety margin covers that. It also
+covers what no node can refuse: on a downlink, the packets the sender had already put
+on the link when the quota started dropping still arrive and are charged (the
+operator counts them before its radio queue, as the emulated fleet's counters do
+before linkem's), at most the link's queue and a round trip of data. Stopping earlier
+by a guess of that amount was tried and dropped: an experiment that moves its bounded
+volume in bursts at line rate (short-flows, goodput-sequence) looks, a second before
+its end, like a run about to pass its reservation.
 
 Scripts are built by pure functions; :class:`NftBackstop` runs them with ``nft -f -``,
 through ``nsenter`` when the agent is outside the node's namespace.

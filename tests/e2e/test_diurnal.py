@@ -167,7 +167,8 @@ def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) ->
     """no-01's Telenor downlink is 4x its uplink, and the link's history holds uplink
     TAT rates only (the day above, and three more here), so a downlink TAT's forecast
     is a fraction of what it moves: the agent (meter and kernel quota) stops it at its
-    reservation, and the SIM's use stays under a cap sized to that reservation."""
+    reservation, with no more over it than was already on the link, and the SIM's use
+    stays under a cap sized to that reservation (its 5 % margin takes the rest)."""
     node = LOADED[0]
     profile = yaml.safe_load((REPO / "deploy/profiles/no-telenor-fleet.yaml").read_text())
     for _ in range(3):
@@ -190,9 +191,15 @@ def test_run_outgrowing_its_forecast_is_held_to_its_reservation(fleet: Fleet) ->
         done = fleet.wait(run_id, FINAL, timeout_s=120)
         assert done["state"] == "failed", story(done)
         assert done["reason"].startswith("traffic reservation exceeded"), story(done)
-        # Interface counters include link-layer headers the kernel quota (IP bytes) not.
+        # What the node can hold a downlink to: the kernel quota stops the run's packets
+        # at its reservation (IP bytes; the interface counters add link-layer headers),
+        # and what the sender had already put on the link arrives and is charged, as an
+        # operator charges it: at most the link's queue and a round trip of data.
         assert done["measured_bytes"] is not None, story(done)
-        assert done["measured_bytes"] <= reserved * 1.02, (done["measured_bytes"], reserved)
+        link = profile["downlink"]
+        in_flight = link["queue_bytes"] + link["rate_bps"] / 8 * 2 * link["delay_ms"] / 1e3
+        assert done["measured_bytes"] <= reserved * 1.02 + in_flight, (
+            done["measured_bytes"], reserved, in_flight)
         quota = fleet.get(f"/api/v1/nodes/{node}/interfaces/op0/quota")
         assert quota["reserved"] == 0 and quota["used"] <= cap, quota
     finally:  # the other tests' runs on this SIM need a cap with room

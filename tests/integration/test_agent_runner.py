@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import statistics
 import subprocess
 import time
 import uuid
@@ -172,6 +173,7 @@ def _leftovers(tb: Rig, run_id: str) -> list[Any]:
     return list(tb.client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))
 
 
+@pytest.mark.quiet  # 40 bins of 100 ms from a 4 s run: 37 beside the Ansible test's dpkg
 def test_tat_run_collects_results(testbed: Rig, tmp_path: Path) -> None:
     spec = _spec(testbed, duration_s=4)
     running: list[bool] = []
@@ -323,6 +325,7 @@ def test_a_run_carries_its_nodes_compose_project(testbed: Rig) -> None:
         node.remove(force=True)
 
 
+@pytest.mark.quiet  # capture and tat's rates within 7 %: 7.5 % apart in a CI's phase 1
 def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
     """tcpdump of the run's interface lands in results/capture/eth0.pcap and agrees
     with tat's own figures.
@@ -332,9 +335,12 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
     root. The capture is on the sender's side of an uplink run, after the node's tbf
     (packet taps see egress after the qdisc), so its payload is what left the node at
     the shaped rate; tat's bins come from the iperf3 receiver. Compared: the flow's
-    unique (in-order) payload against tat's receiver byte count, and the mean of the
-    capture's 100 ms bins against the mean of tat's bins over the steady part (first
-    and last 0.5 s left out: slow start, and the end of the two clocks' bin grids)."""
+    unique (in-order) payload against tat's receiver byte count, and the median of the
+    capture's 100 ms bins against the median of tat's bins over the steady part (first
+    and last 0.5 s left out: slow start, and the end of the two clocks' bin grids). The
+    median, not the mean: a receiver that the loaded host reads late moves a bin's
+    bytes into the next one, and near the steady part's end into the part left out
+    (a CI run saw the mean 7.5 % low with the byte counts 0.3 % apart)."""
     require_root("tcpdump in the node container's namespace")
     require_tools("tcpdump", "nsenter")
     runner = DockerRunner(
@@ -371,12 +377,12 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
     skip = 5  # 0.5 s of 100 ms bins
     cap_rates = flow.rates_bps()[skip:-skip]
     tat_rates = [float(b["bits_per_second"]) for b in tat["bins"]][skip:-skip]
-    cap_mean = sum(cap_rates) / len(cap_rates)
-    tat_mean = sum(tat_rates) / len(tat_rates)
-    print(f"capture: {flow.delivered_bytes} B, steady mean {cap_mean / 1e6:.3f} Mbit/s; "
-          f"tat: {tat['bytes']} B, steady mean {tat_mean / 1e6:.3f} Mbit/s; "
+    cap_mid = statistics.median(cap_rates)
+    tat_mid = statistics.median(tat_rates)
+    print(f"capture: {flow.delivered_bytes} B, steady median {cap_mid / 1e6:.3f} Mbit/s; "
+          f"tat: {tat['bytes']} B, steady median {tat_mid / 1e6:.3f} Mbit/s; "
           f"tcpdump {meta['stats']}, file {meta['bytes']} B")
-    assert abs(cap_mean - tat_mean) / tat_mean < 0.07, (cap_mean, tat_mean)
+    assert abs(cap_mid - tat_mid) / tat_mid < 0.07, (cap_mid, tat_mid)
     # What the orchestrator's ingest makes of it (it feeds bundle_points results/*).
     built = bundle_points({meta["file"]: capture_bytes}, RunContext(
         node=NODE_ID, country="SE", operator="240-01", interface="eth0", run=spec.run_id))

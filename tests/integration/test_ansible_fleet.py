@@ -107,17 +107,20 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     require_tools("ssh", "ssh-keygen")
     tmp = tmp_path_factory.mktemp("ansible")
     _require_images()
-    docker("build", "-q", "-t", FIXTURE_IMAGE, str(REPO / "tests" / "fixtures" / "bare-node"))
-    # The control host's side: image archives, as an operator exports them.
-    subprocess.run([str(ANSIBLE_DIR / "export-images.sh"), "tat"], check=True,
-                   capture_output=True, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp / "images"),
-                                             "TAG": TAG})
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "key")],
-                   check=True)
+    # The control host's side: image archives, as an operator exports them. docker save
+    # and gzip take about 20 s, spent beside the hosts' start and the orchestrator's; the
+    # archives are waited for before the first playbook.
+    export = subprocess.Popen(
+        [str(ANSIBLE_DIR / "export-images.sh"), "tat"], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp / "images"), "TAG": TAG})
     networks = {n: f"{PREFIX}-{n}" for n in ("ctl", "opa", "opb")}
     containers = {node: f"{PREFIX}-{node}" for node in MODEMS}
     server = f"{PREFIX}-server"
     try:
+        docker("build", "-q", "-t", FIXTURE_IMAGE, str(REPO / "tests" / "fixtures" / "bare-node"))
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "key")],
+                       check=True)
         for name in networks.values():
             docker("network", "create", name)
         subnets = {n: docker("network", "inspect", "-f", "{{(index .IPAM.Config 0).Subnet}}",
@@ -184,6 +187,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                 },
                 "children": {"testbed_nodes": {"hosts": hosts}},
             }}))
+            exported = export.communicate(timeout=600)[0]
+            assert export.returncode == 0, f"export-images.sh failed:\n{exported}"
             first = play("site.yml", inventory, env=ENV)
             assert first.returncode == 0, first.output[-6000:]
             # Each SIM's link: the node's uplink shaped as the server shapes the downlink.
@@ -194,6 +199,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             with httpx.Client(base_url=orch.url, headers=orch.admin, timeout=30) as api:
                 yield Rig(orch, inventory, containers, api, first)
     finally:
+        if export.poll() is None:  # a failure before the first playbook
+            export.kill()
+            export.wait()
         for name in [*containers.values(), server]:
             docker("rm", "-f", "-v", name, check=False)
         for name in networks.values():

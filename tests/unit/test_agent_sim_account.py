@@ -8,6 +8,8 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from node_agent.runner import RunOutcome, StopRequest
 from node_agent.sim_account import SimAccount, load_account, save_account
 from testbed_common.states import RunState
@@ -85,11 +87,16 @@ def test_the_agent_refuses_a_run_over_what_is_left_and_reports_why(tmp_path: Pat
                               (RunState.UPLOADING, 600_000)]
 
 
+@pytest.mark.parametrize(("begun_s", "left_s", "reason"), [
+    (300, -240, "missed: the node could not start the run before"),
+    # four fifths of the slot gone (a node busy or slow): not started either
+    (20, 5, "missed: the node could start the run only 5 s before its deadline"),
+])
 def test_a_run_whose_slot_passed_while_the_node_was_away_is_reported_expired(
-        tmp_path: Path) -> None:
+        tmp_path: Path, begun_s: float, left_s: float, reason: str) -> None:
     a = agent(tmp_path, RunOutcome(RunState.UPLOADING, "finished"))
-    late = assignment().model_copy(update={"not_before": NOW - timedelta(minutes=5),
-                                           "deadline": NOW - timedelta(minutes=4)})
+    late = assignment().model_copy(update={"not_before": NOW - timedelta(seconds=begun_s),
+                                           "deadline": NOW + timedelta(seconds=left_s)})
     a.book.offer([late])
     loop = threading.Thread(target=a._executor_loop, daemon=True)
     loop.start()
@@ -104,5 +111,5 @@ def test_a_run_whose_slot_passed_while_the_node_was_away_is_reported_expired(
         loop.join(timeout=10)
     [sent] = a.outbox.pending()
     assert (sent.run_id, sent.report.state) == ("r-1", RunState.EXPIRED)
-    assert sent.report.reason.startswith("missed: the node could not start the run before")
+    assert sent.report.reason.startswith(reason)
     assert a.book.pending_ids == []  # dropped from the book, never started
