@@ -15,6 +15,7 @@ ends (the node's uplink here, the server's downlink by TESTBED_SHAPE).
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import socket
 import subprocess
@@ -80,6 +81,15 @@ def _address(container: str, network: str) -> str:
                   container).strip()
 
 
+def _host_view(rig: Rig, node: str) -> str:
+    """What a failed run's host looked like: addresses, routes, the kernel quotas'
+    rules and the agent's last lines (a CI run once saw a quota spent at 17 MB with
+    475 kB on the interface, and nothing left to tell why)."""
+    return docker("exec", rig.containers[node], "sh", "-c",
+                  "{ ip -br addr; ip route; ip rule; nft list ruleset; "
+                  "docker logs --tail 40 testbed-agent; } 2>&1", check=False)
+
+
 def _wait_ssh(address: str, timeout_s: float = 60) -> None:
     end = time.monotonic() + timeout_s
     while True:
@@ -143,6 +153,16 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                    "-v", "/var/lib/docker", "--network", networks["ctl"], FIXTURE_IMAGE)
             for modem in MODEMS[node]:
                 docker("network", "connect", networks[modem["net"]], name)
+            # Each "modem" is the interface the inventory names, on its network: checked,
+            # since every figure below rests on it (Docker names a connected network's
+            # interface ethN in order of connection).
+            for modem in MODEMS[node]:
+                subnet = ipaddress.ip_network(subnets[modem["net"]])
+                shown = sh(name, f"ip -4 -o addr show dev {modem['interface']}").split()
+                addr = next((w.split("/")[0] for w in shown if "/" in w), "")
+                assert addr and ipaddress.ip_address(addr) in subnet, (
+                    f"{node}'s {modem['interface']} is not on {modem['net']} ({subnet}): "
+                    f"{sh(name, 'ip -br addr')}")
             docker("cp", str(tmp / "key.pub"), f"{name}:/root/.ssh/authorized_keys")
             sh(name, "chown root:root /root/.ssh/authorized_keys && "
                      "chmod 600 /root/.ssh/authorized_keys")
@@ -276,7 +296,7 @@ def test_each_node_measures_and_its_result_is_archived(rig: Rig, node: str,
             break
         assert time.monotonic() < end, f"run {run_id} still {run['state']}:\n{story(run)}"
         time.sleep(1)
-    assert run["state"] == "done", story(run)
+    assert run["state"] == "done", f"{story(run)}\n{_host_view(rig, node)}"
     assert run["bundle_sha256"]
     bundle = rig.api.get(f"/api/v1/runs/{run_id}/bundle")
     assert bundle.status_code == 200
