@@ -153,16 +153,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                    "-v", "/var/lib/docker", "--network", networks["ctl"], FIXTURE_IMAGE)
             for modem in MODEMS[node]:
                 docker("network", "connect", networks[modem["net"]], name)
-            # Each "modem" is the interface the inventory names, on its network: checked,
-            # since every figure below rests on it (Docker names a connected network's
-            # interface ethN in order of connection).
-            for modem in MODEMS[node]:
-                subnet = ipaddress.ip_network(subnets[modem["net"]])
-                shown = sh(name, f"ip -4 -o addr show dev {modem['interface']}").split()
-                addr = next((w.split("/")[0] for w in shown if "/" in w), "")
-                assert addr and ipaddress.ip_address(addr) in subnet, (
-                    f"{node}'s {modem['interface']} is not on {modem['net']} ({subnet}): "
-                    f"{sh(name, 'ip -br addr')}")
             docker("cp", str(tmp / "key.pub"), f"{name}:/root/.ssh/authorized_keys")
             sh(name, "chown root:root /root/.ssh/authorized_keys && "
                      "chmod 600 /root/.ssh/authorized_keys")
@@ -216,6 +206,16 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                 for m in MODEMS[node]:
                     sh(name, f"tc qdisc replace dev {m['interface']} root tbf "
                              f"rate {RATES[m['net']]} burst 32kbit latency 50ms")
+                # Each "modem" is the interface the inventory names, on its network: checked,
+                # since every figure below rests on it (Docker names a connected network's
+                # interface ethN in order of connection).
+                for modem in MODEMS[node]:
+                    subnet = ipaddress.ip_network(subnets[modem["net"]])
+                    shown = sh(name, f"ip -4 -o addr show dev {modem['interface']}").split()
+                    addr = next((w.split("/")[0] for w in shown if "/" in w), "")
+                    assert addr and ipaddress.ip_address(addr) in subnet, (
+                        f"{node}'s {modem['interface']} is not on {modem['net']} ({subnet}): "
+                        f"{sh(name, 'ip -br addr')}")
             with httpx.Client(base_url=orch.url, headers=orch.admin, timeout=30) as api:
                 yield Rig(orch, inventory, containers, api, first)
     finally:
