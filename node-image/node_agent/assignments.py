@@ -43,11 +43,15 @@ REPORTED_DROPS = 1000
 MIN_SLOT_LEFT = 1 / 3
 
 
+def _slot_s(a: Assignment, now: datetime) -> tuple[float, float]:
+    """``a``'s slot length and the seconds from ``now`` to its deadline."""
+    return (a.deadline - a.not_before).total_seconds(), (a.deadline - now).total_seconds()
+
+
 def slot_left(a: Assignment, now: datetime) -> float:
     """The share of ``a``'s slot still ahead at ``now``: 1 until it begins, 0 from its
     deadline (a slot of no length is all ahead until its deadline)."""
-    length = (a.deadline - a.not_before).total_seconds()
-    ahead = (a.deadline - now).total_seconds()
+    length, ahead = _slot_s(a, now)
     if ahead <= 0:
         return 0.0
     return 1.0 if length <= 0 else min(1.0, ahead / length)
@@ -58,8 +62,7 @@ def missed_reason(a: Assignment, now: datetime) -> str:
     if now >= a.deadline:
         return (f"missed: the node could not start the run before its deadline "
                 f"({a.deadline.isoformat()})")
-    length = (a.deadline - a.not_before).total_seconds()
-    ahead = (a.deadline - now).total_seconds()
+    length, ahead = _slot_s(a, now)
     return (f"missed: the node could start the run only {ahead:.0f} s before its deadline "
             f"({a.deadline.isoformat()}), with less than {MIN_SLOT_LEFT:.0%} of its "
             f"{length:.0f} s slot left; it was not started, as it would have been "
