@@ -156,6 +156,8 @@ class Plan:
             )
 
 
+_SECOND = timedelta(seconds=1)
+
 _OUTCOME_REASON = {
     Code.NODE_BUSY: (DecisionKind.DEFERRED, ReasonCode.NODE_BUSY),
     Code.WINDOW_PASSED: (DecisionKind.SKIPPED, ReasonCode.MISSED),
@@ -201,7 +203,7 @@ class _Planner:
         self.busy = BusyCalendar.build(
             np.array([self.node_index[e.node] for e in known], dtype=np.int64),
             np.array([self.rel(e.start) for e in known], dtype=np.int64),
-            np.array([self.rel(e.end) for e in known], dtype=np.int64),
+            np.array([self.rel_up(e.end) for e in known], dtype=np.int64),
             np.array([self.owner(e.owner) for e in known], dtype=np.int64),
         )
         self.ledger = QuotaLedger(snapshot.quotas)
@@ -212,7 +214,17 @@ class _Planner:
         self.project_spent: dict[ProjectId, int] = {}
 
     def rel(self, t: datetime) -> int:
-        return int((t - self.base).total_seconds())
+        """Whole seconds from the base, rounded down: where a window or the horizon
+        ends, where a busy interval begins."""
+        return (t - self.base) // _SECOND
+
+    def rel_up(self, t: datetime) -> int:
+        """Whole seconds from the base, rounded up: where a window opens (and now, the
+        earliest start), where a busy interval ends. A session booked at a window's
+        start, rounded down, would start before its window: under a compressed
+        campaign clock (``time_scale``) a second early is minutes of campaign time, and
+        its results would be written in the previous hour."""
+        return -((self.base - t) // _SECOND)
 
     def owner(self, label: str) -> int:
         self.owners.append(label)
@@ -308,14 +320,14 @@ class _Planner:
         me = self.owner(f"campaign {campaign.id} ({campaign.spec.name!r}, "
                         f"priority {campaign.spec.priority})")
         outcomes: list[Outcome] = []
-        now = self.rel(self.now)
+        now = self.rel_up(self.now)
         first_session = len(self.sessions)
         for ev in w.events:
             for slot in ev.slots:
                 spent = self.project_spent.get(w.project, 0)
                 budget = (budget_cfg.budget_bytes, committed0 + spent) if budget_cfg else None
                 out, charged = place_slot(
-                    slot, table=table, window=(self.rel(ev.start), self.rel(ev.end), now),
+                    slot, table=table, window=(self.rel_up(ev.start), self.rel(ev.end), now),
                     free=free, busy=self.busy, quota=self.quota, budget=budget, pad=self.pad,
                 )
                 self.project_spent[w.project] = spent + charged

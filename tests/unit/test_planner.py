@@ -35,6 +35,7 @@ from orchestrator.scheduling.planner import (
     Snapshot,
     plan,
 )
+from orchestrator.scheduling.recurrence import TimeScale
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.spec import CampaignSpecV2
 
@@ -274,6 +275,26 @@ def test_time_compression_uses_the_same_path() -> None:
                  steps=[{"experiment": "tat", "parameters": {"d": 10}}])
     starts = [b.start for b in run(snap([node("se-01", n_sims=1)]), c).bookings()]
     assert len(starts) == 24 and starts[-1] - starts[0] == timedelta(minutes=23)
+
+
+@given(st.integers(1, 3599), st.sampled_from([60, 180]))
+@settings(max_examples=25, deadline=None)
+def test_compressed_sessions_start_inside_their_hour(anchor_s: int, scale: int) -> None:
+    """A compressed hour's window opens at a fraction of a wall second (the hour's
+    distance from the anchor, divided by the scale); the session is booked on whole
+    seconds, at or after it: a second early is minutes of campaign time, and its
+    results would be written in the hour before."""
+    anchor = NOW - timedelta(seconds=anchor_s)
+    c = campaign(recurrence=hourly(24, NOW + timedelta(hours=1)), time_scale=scale,
+                 time_anchor=anchor.isoformat(),
+                 steps=[{"experiment": "tat", "parameters": {"d": 1}}])
+    clock = TimeScale(scale, anchor)
+    starts = sorted(b.start for b in run(snap([node("se-01", n_sims=1)], now=anchor), c).bookings())
+    assert len(starts) == 24
+    for i, at in enumerate(starts):
+        opens = clock.to_wall(NOW + timedelta(hours=1 + i))  # float: to within 1 ms
+        assert opens - timedelta(milliseconds=1) <= at < opens + timedelta(seconds=1), (
+            i, opens, at)
 
 
 def test_idle_campaigns_come_last_whatever_their_priority() -> None:
