@@ -87,6 +87,15 @@ def first_hour(anchor: datetime, scale: float) -> datetime:
     return start + timedelta(hours=1)
 
 
+def _on_curve(measured: dict[int, float], expected: dict[int, float]) -> None:
+    """Each hour's median within 8 % of the rate expected for that hour, in 20 hours of
+    24: one 2 s transfer an hour, beside a day of faults on a loaded machine, is now and
+    then slowed (never sped up) off the curve."""
+    off = {h: (round(v, 2), round(expected[h], 2)) for h, v in measured.items()
+           if abs(v / expected[h] - 1) > 0.08}
+    assert len(off) <= HOURS - 20, f"hours off the curve (measured, expected): {off}"
+
+
 def compressed_day(fleet: Fleet) -> None:
     """The test below, run side by side with test_fault_offline's day (8 min of wall
     time each, mostly waiting)."""
@@ -135,6 +144,7 @@ def compressed_day(fleet: Fleet) -> None:
                for _, name in (LOADED, FLAT)}
     for name, by_hour in medians.items():
         assert sorted(by_hour) == list(range(HOURS)), (name, by_hour)
+        print(f"diurnal day, {name}: " + " ".join(f"{by_hour[h]:.2f}" for h in range(HOURS)))
     # Telenor: full capacity at night, ~55 % in the evening busy hour (local time).
     loaded = medians[LOADED[1]]
     night = statistics.median(loaded[h] for h in range(0, 5))
@@ -144,17 +154,14 @@ def compressed_day(fleet: Fleet) -> None:
     # a loaded machine takes off a 2 s transfer is taken, never added).
     assert max(loaded[h] for h in range(5, HOURS)) <= 1.03 * max(loaded[h] for h in range(5)), (
         loaded)
-    # Hour by hour, the profile's curve: the night's rate times the hour's factor, to
-    # within 8 % in 20 hours of 24 (one run an hour: a transfer slowed by the machine
-    # is a point off the curve). A session written in the wrong hour misses it in the
-    # hours where the curve moves.
+    # Hour by hour, Telenor follows the profile's curve (the night's rate times the
+    # hour's factor) and Telia stays at its day's median. A session written in the
+    # wrong hour misses the curve where it moves.
     profile = yaml.safe_load((REPO / "deploy/profiles/no-telenor-fleet.yaml").read_text())
     factors = profile["diurnal"]["factors"]
-    on_curve = [h for h, v in loaded.items() if abs(v / (night * factors[h]) - 1) <= 0.08]
-    assert len(on_curve) >= 20, {h: (v, round(night * factors[h], 2)) for h, v in loaded.items()}
-    # Telia: flat within a few per cent all day.
-    flat = list(medians[FLAT[1]].values())
-    assert max(flat) < 1.1 * min(flat), flat
+    _on_curve(loaded, {h: night * factors[h] for h in range(HOURS)})
+    flat = medians[FLAT[1]]
+    _on_curve(flat, dict.fromkeys(range(HOURS), statistics.median(flat.values())))
 
     tod = fleet.http.get(f"/pages/time-of-day?campaign={campaign['id']}")
     assert tod.status_code == 200, tod.text
