@@ -20,7 +20,8 @@
 # FRESH_CACHES=1 (then both start empty, as on a new machine).
 #
 # Output: the timestamped log of each scripts/up (seconds since its start, one line
-# each) under build/bench/, and a table on stdout. Nothing is left running; the images
+# each) and the fresh start's image build logs (fresh-build-logs-REF/) under
+# build/bench/, and a table on stdout. Nothing is left running; the images
 # of REF stay built.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -133,6 +134,10 @@ t0=$(date +%s.%N)
 status=0
 (cd "$clone" && env "${fresh_env[@]}" scripts/up) > >(stamp "$t0" >"$out/fresh-$sha.log") 2>&1 || status=$?
 t_demo=$(date +%s.%N)
+# Each image's build log (every line stamped with its epoch time): where the critical
+# path spent its time, layer by layer.
+rm -rf "$out/fresh-build-logs-$sha"
+cp -r "$clone/build/logs" "$out/fresh-build-logs-$sha" 2>/dev/null || true
 sleep 1
 first=$(first_done "$t0" || echo "?")
 load_fresh="$(uptime | sed 's/.*load average: //')"

@@ -342,8 +342,11 @@ wait_ready() {  # wait_ready NAME: until $READY/NAME exists (fails if NAME.faile
 }
 
 # The cargo build (CPU) overlaps the wheelhouse and the first images (network, disk).
+# The wheelhouse builds in the background too: the first image's layers before it
+# copies the wheels start as soon as the base image is there (early_layers, below).
 [ "$tools" = 0 ] || start_native_tools
-[ "$wheels" = 0 ] || build_wheelhouse
+wheels_pid=
+[ "$wheels" = 0 ] || { build_wheelhouse & wheels_pid=$!; }
 wanted orchestrator && stage_catalogue
 
 instructions() {  # instructions DOCKERFILE: one line per instruction, as the cache
@@ -490,7 +493,32 @@ run_builds() {  # run_builds ENTRY...: up to BUILD_JOBS at once, a new one as so
         unset "running[$done_pid]"
     done
 }
+# early_layers: the first image's steps before its first `COPY build/wheels/` (apt: a
+# third of its layers' time, on the fresh start's critical path) need only the base
+# image, so they build while the wheelhouse does, from an empty context (they copy
+# nothing); its own build then finds them cached. Only where that image was never built
+# here (a fresh machine): otherwise they are cached, and the check alone costs seconds.
+early_layers() {
+    local tag dockerfile ctx log
+    IFS='|' read -r tag dockerfile _ <<<"$layer_builder"
+    [ -n "$tag" ] && [ -n "$wheels_pid" ] || return 0
+    [ ! -f "$STAMPS/$(echo "$tag" | tr '/:' '__')" ] || return 0
+    grep -q '^COPY build/wheels/' "$dockerfile" || return 0
+    ctx="$(mktemp -d)"
+    log="$LOGS/$(echo "$tag" | tr '/:' '__').early.log"
+    phase_begin "$tag (its layers before the wheels)"
+    if ! sed '/^COPY build\/wheels\//,$d' "$dockerfile" | docker build -f - "$ctx" 2>&1 \
+            | MARK_LAYERS=1 layer_marks >"$log"; then
+        rmdir "$ctx"
+        tail -n 40 "$log" >&2
+        die "docker build of $tag's first layers failed (log: $log)"
+    fi
+    rmdir "$ctx"
+    phase_end "$tag (its layers before the wheels)"
+}
 wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
+early_layers
+[ -z "$wheels_pid" ] || wait "$wheels_pid" || die "building the wheelhouse failed (see above)"
 # A few images at a time: a cached build is mostly waiting on the daemon, and a fresh
 # one on the disk and the mirror. BUILD_JOBS=1: one at a time.
 BUILD_JOBS="${BUILD_JOBS:-3}"
