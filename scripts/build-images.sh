@@ -251,7 +251,40 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
     phase_end "image $tag" "$id, $note"
 }
 
-needs_tools() { grep -q '^COPY build/bin/' "$1"; }    # needs_tools DOCKERFILE
+# needs_tools DOCKERFILE: it copies the Rust tools (build/bin, or a staged tree)
+needs_tools() { grep -Eq '^COPY build/(bin|stage)/' "$1"; }
+
+# ---- staged trees -------------------------------------------------------------------
+# The orchestrator's and the node's files from this checkout's builds (the Rust tools,
+# the project's wheel, the experiment catalogue) come in one `COPY build/stage/NAME/ /`,
+# a tree laid out as the image's root: one instruction where there was one per
+# destination. With the classic builder each instruction is a container commit, 5-15 s
+# on these large images on this machine's storage (docs/architecture.md, "Images"), and
+# they are the last steps of the fresh start's critical path. Files keep their times
+# (cp -p: the image fingerprint reads them); modes are set (COPY gives the image's
+# existing folders, /usr/local among them, the stage's modes).
+STAGE=build/stage
+stage_tree() {  # stage_tree DOCKERFILE: the tree its `COPY build/stage/NAME/` names
+    local name tree
+    name="$(sed -n -E 's|^COPY build/stage/([^/[:space:]]+)/?[[:space:]].*|\1|p' "$1" | head -n1)"
+    [ -n "$name" ] || return 0
+    tree="$STAGE/$name"
+    rm -rf "$tree"
+    mkdir -p "$tree/usr/local/bin" "$tree/wheels"
+    case "$name" in
+        orchestrator)
+            mkdir -p "$tree/opt/testbed"
+            cp -Rp "$CATALOGUE" "$tree/opt/testbed/experiments"
+            cp -p "$BIN/testbed-flows" "$tree/usr/local/bin/" ;;
+        node)
+            mkdir -p "$tree/usr/local/lib"
+            cp -p "$BIN/linkem" "$tree/usr/local/bin/"
+            cp -p "$BIN/libskewclock.so" "$tree/usr/local/lib/" ;;
+        *) die "$1 copies build/stage/$name/, which scripts/build-images.sh does not stage" ;;
+    esac
+    cp -p "$APP"/*.whl "$tree/wheels/"
+    chmod -R u=rwX,go=rX "$tree"
+}
 
 # Which images, in the order they start: what the first run needs first (the compose
 # stack, the node, the demo's experiments), the orchestrator first of all (it is the
@@ -400,12 +433,13 @@ wait_layers() {  # wait_layers DOCKERFILE: until the layer builder has passed th
 }
 
 build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the first Rust tool
-    # A Dockerfile cut before its first `COPY build/bin/` builds the same layers as the
-    # whole one, which then finds them in the cache: the slow steps (apt, the venv) run
-    # while cargo does, instead of after it. The Dockerfiles stay ordinary.
+    # A Dockerfile cut before its first `COPY build/bin/` (or `build/stage/`) builds the
+    # same layers as the whole one, which then finds them in the cache: the slow steps
+    # (apt, the venv) run while cargo does, instead of after it. The Dockerfiles stay
+    # ordinary.
     local log="$LOGS/$(echo "$3" | tr '/:' '__').prefix.log"
     phase_begin "$3 (its layers before the tools)"
-    if ! sed '/^COPY build\/bin\//,$d' "$1" | docker build -f - "$2" 2>&1 | layer_marks >"$log"; then
+    if ! sed -E '/^COPY build\/(bin|stage)\//,$d' "$1" | docker build -f - "$2" 2>&1 | layer_marks >"$log"; then
         tail -n 40 "$log" >&2
         return 1
     fi
@@ -446,6 +480,7 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
         if needs_tools "$dockerfile"; then
             wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
         fi
+        stage_tree "$dockerfile"
         inputs="$(image_inputs "$dockerfile" "$context")"
         if [ "$(cat "$stamp")" = "$inputs $(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ]; then
             phase_begin "image $tag"
@@ -466,6 +501,7 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
         wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
     fi
     # Taken now, with the tools staged (on a fresh machine they did not exist at the start).
+    stage_tree "$dockerfile"
     inputs="$(image_inputs "$dockerfile" "$context")"
     if ! build_image "$tag" "$dockerfile" "$context"; then
         [ "$builder" = 0 ] || touch "$READY/layers.failed"
