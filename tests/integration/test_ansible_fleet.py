@@ -15,6 +15,7 @@ ends (the node's uplink here, the server's downlink by TESTBED_SHAPE).
 
 from __future__ import annotations
 
+import ast
 import ipaddress
 import shutil
 import socket
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jinja2
 import pytest
 import yaml
 
@@ -103,6 +105,36 @@ def _wait_ssh(address: str, timeout_s: float = 60) -> None:
         time.sleep(1)
 
 
+#: The rig's variables that change what site.yml installs (set in its inventory too).
+RIG_VARS = {
+    # A container cannot set the clock (no CAP_SYS_TIME, on purpose: it is the
+    # machine's clock); chrony would only report that.
+    "testbed_chrony": False,
+}
+
+
+def _site_packages() -> list[str]:
+    """The Debian packages site.yml's base and docker roles install on the rig's hosts:
+    their apt tasks' names, rendered with the rig's variables over the roles' defaults.
+    The bare host's image downloads them beforehand (tests/fixtures/bare-node), so the
+    list is read from the roles, never copied."""
+    defaults = yaml.safe_load((ANSIBLE_DIR / "roles/testbed_common/defaults/main.yml")
+                              .read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    names: list[str] = []
+    for role in ("base", "docker"):
+        for task in yaml.safe_load((ANSIBLE_DIR / f"roles/{role}/tasks/main.yml").read_text()):
+            apt = task.get("ansible.builtin.apt")
+            if not apt:
+                continue
+            name = apt["name"]
+            if isinstance(name, str) and "{{" in name:
+                name = ast.literal_eval(env.from_string(name).render({**defaults, **RIG_VARS}))
+            names += [name] if isinstance(name, str) else name
+    assert "docker.io" in names, names  # the roles' apt tasks were found
+    return names
+
+
 def _require_images() -> None:
     """The images scripts/test builds before the tests (scripts/build-images.sh)."""
     missing = [i for i in (NODE_IMAGE, SERVER_IMAGE, TAT_IMAGE)
@@ -128,7 +160,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     containers = {node: f"{PREFIX}-{node}" for node in MODEMS}
     server = f"{PREFIX}-server"
     try:
-        docker("build", "-q", "-t", FIXTURE_IMAGE, str(REPO / "tests" / "fixtures" / "bare-node"))
+        docker("build", "-q", "-t", FIXTURE_IMAGE, "--build-arg",
+               f"PACKAGES={' '.join(_site_packages())}",
+               str(REPO / "tests" / "fixtures" / "bare-node"))
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "key")],
                        check=True)
         for name in networks.values():
@@ -186,9 +220,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                     "testbed_admin_token": ADMIN_LOOKUP,
                     "testbed_image_archives": str(tmp / "images"),
                     "testbed_heartbeat_interval_s": 2,
-                    # A container cannot set the clock (no CAP_SYS_TIME, on purpose: it is
-                    # the machine's clock); chrony would only report that.
-                    "testbed_chrony": False,
+                    **RIG_VARS,
                     "ansible_user": "root",
                     "ansible_ssh_private_key_file": str(tmp / "key"),
                     # Fresh test hosts every run: their keys cannot be known beforehand.
