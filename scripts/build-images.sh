@@ -232,7 +232,8 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
         args=(--build-arg TESTBED_MODEMMANAGER=1)
     fi
     # Each log line starts with its time (epoch seconds): where a build spends its time.
-    if ! docker build "${args[@]}" -t "$tag" -f "$dockerfile" "$context" 2>&1 | layer_marks >"$log"; then
+    if ! docker build "${args[@]}" $(build_weight "$tag") -t "$tag" -f "$dockerfile" "$context" 2>&1 \
+            | layer_marks >"$log"; then
         tail -n 40 "$log" >&2
         die "docker build of $tag failed (full log: $log)"
     fi
@@ -432,6 +433,18 @@ wait_layers() {  # wait_layers DOCKERFILE: until the layer builder has passed th
     done
 }
 
+# build_weight TAG: the CPU weight of TAG's build steps. The first image (the
+# orchestrator) is the fresh start's critical path: a chain of steps, each waiting for the
+# one before, while the other images build beside it and need only what is left of two
+# cores. Its steps keep the engine's default weight (1024); the others' run at a quarter
+# of it (--cpu-shares, which the classic builder gives each step's container), below
+# cargo's (nice 5, about a third) too, which the tools' images wait for. The weight
+# counts only when the CPU is short; the commits are the engine's own work, not weighed.
+build_weight() {
+    local builder_tag
+    IFS='|' read -r builder_tag _ <<<"$layer_builder"
+    [ "$1" = "$builder_tag" ] || echo "--cpu-shares 256"
+}
 build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the first Rust tool
     # A Dockerfile cut before its first `COPY build/bin/` (or `build/stage/`) builds the
     # same layers as the whole one, which then finds them in the cache: the slow steps
@@ -439,7 +452,8 @@ build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the f
     # ordinary.
     local log="$LOGS/$(echo "$3" | tr '/:' '__').prefix.log"
     phase_begin "$3 (its layers before the tools)"
-    if ! sed -E '/^COPY build\/(bin|stage)\//,$d' "$1" | docker build -f - "$2" 2>&1 | layer_marks >"$log"; then
+    if ! sed -E '/^COPY build\/(bin|stage)\//,$d' "$1" | docker build $(build_weight "$3") -f - "$2" 2>&1 \
+            | layer_marks >"$log"; then
         tail -n 40 "$log" >&2
         return 1
     fi
