@@ -22,6 +22,14 @@ by a guess of that amount was tried and dropped: an experiment that moves its bo
 volume in bursts at line rate (short-flows, goodput-sequence) looks, a second before
 its end, like a run about to pass its reservation.
 
+The quota charges packets at the IP hooks, before the interface's queue: where that
+queue drops what it cannot hold, the sender's second pass is charged again, and the
+kernel's count runs ahead of what left (:func:`drifted`). At each meter tick the run's
+session compares the two, and when the kernel is ahead by more than a read apart
+explains it replaces the quota by one that has counted what the interface moved
+(:func:`rearm_script`, one transaction). The reservation stays the limit; what it is
+held against is the interface's count, as the operator's.
+
 Scripts are built by pure functions; :class:`NftBackstop` runs them with ``nft -f -``,
 through ``nsenter`` when the agent is outside the node's namespace.
 """
@@ -54,10 +62,11 @@ def quota_name(run_id: str) -> str:
     return "run_" + _ident(run_id)
 
 
-def arm_script(run_id: str, *, interface: str, address: str | None, limit_bytes: int) -> str:
-    """An ``nft -f`` script that limits the run to ``limit_bytes`` both ways (pure)."""
-    if limit_bytes < 0:
-        raise ValueError(f"a quota cannot be negative ({limit_bytes})")
+def _quota_lines(run_id: str, *, interface: str, address: str | None, limit_bytes: int,
+                 used_bytes: int) -> tuple[str, str]:
+    """The quota's definition, and the two rules that charge it (pure)."""
+    if limit_bytes < 0 or used_bytes < 0:
+        raise ValueError(f"a quota cannot be negative ({limit_bytes}, {used_bytes} used)")
     if address is not None:
         family = "ip6" if ":" in address else "ip"
         out_match, in_match = f"{family} saddr {address}", f"{family} daddr {address}"
@@ -65,16 +74,63 @@ def arm_script(run_id: str, *, interface: str, address: str | None, limit_bytes:
         name = json.dumps(interface)  # a quoted string nft accepts
         out_match, in_match = f"oifname {name}", f"iifname {name}"
     q, ident = quota_name(run_id), _ident(run_id)
+    used = f" used {used_bytes} bytes" if used_bytes else ""
+    return (
+        f"add quota inet {TABLE} {q} {{ over {limit_bytes} bytes{used}; }}\n",
+        f'add rule inet {TABLE} out_{ident} {out_match} quota name "{q}" drop\n'
+        f'add rule inet {TABLE} in_{ident} {in_match} quota name "{q}" drop\n',
+    )
+
+
+def arm_script(run_id: str, *, interface: str, address: str | None, limit_bytes: int) -> str:
+    """An ``nft -f`` script that limits the run to ``limit_bytes`` both ways (pure)."""
+    quota, rules = _quota_lines(run_id, interface=interface, address=address,
+                                limit_bytes=limit_bytes, used_bytes=0)
+    ident = _ident(run_id)
     return (
         f"add table inet {TABLE}\n"
-        f"add quota inet {TABLE} {q} {{ over {limit_bytes} bytes; }}\n"
-        f"add chain inet {TABLE} out_{ident} "
+        + quota
+        + f"add chain inet {TABLE} out_{ident} "
         "{ type filter hook output priority 0; policy accept; }\n"
         f"add chain inet {TABLE} in_{ident} "
         "{ type filter hook input priority 0; policy accept; }\n"
-        f'add rule inet {TABLE} out_{ident} {out_match} quota name "{q}" drop\n'
-        f'add rule inet {TABLE} in_{ident} {in_match} quota name "{q}" drop\n'
+        + rules
     )
+
+
+def rearm_script(run_id: str, *, interface: str, address: str | None, limit_bytes: int,
+                 used_bytes: int) -> str:
+    """An ``nft -f`` script that replaces the run's quota by one of the same name and
+    limit that has counted ``used_bytes`` (pure). One transaction: the chains are
+    emptied, the quota replaced, the rules put back; no packet passes uncounted."""
+    quota, rules = _quota_lines(run_id, interface=interface, address=address,
+                                limit_bytes=limit_bytes, used_bytes=used_bytes)
+    ident = _ident(run_id)
+    return (
+        f"flush chain inet {TABLE} out_{ident}\n"
+        f"flush chain inet {TABLE} in_{ident}\n"
+        f"delete quota inet {TABLE} {quota_name(run_id)}\n"
+        + quota + rules
+    )
+
+
+#: How far the kernel's count may run ahead of the interface's (both since the run
+#: started) before it is taken for packets that never left: the larger of these. The
+#: two are read a moment apart, and the counters include link-layer headers the quota
+#: does not; a count ahead by more is no reading gap.
+DRIFT_SLACK_BYTES = 256 * 1024
+DRIFT_SLACK_SHARE = 0.05
+
+
+def drifted(kernel_bytes: int, interface_bytes: int, limit_bytes: int) -> bool:
+    """The kernel quota has counted more than the interface moved, by more than a read
+    apart explains (pure). The quota charges packets at the IP output hook, before the
+    interface's queue; where that queue is small (a shaping qdisc such as tbf, a
+    modem's short buffer) and drops what it cannot hold, the sender puts the same
+    packets through the hook again, and each pass is charged: the Ansible rig's tbf
+    link counted 17 MB against 3 MB that left the interface. The interface counters
+    count what left, as the operator does."""
+    return kernel_bytes - interface_bytes > max(DRIFT_SLACK_BYTES, DRIFT_SLACK_SHARE * limit_bytes)
 
 
 def disarm_script(run_id: str) -> str:
@@ -153,6 +209,13 @@ class NftBackstop:
         self._run(["-f", "-"], arm_script(run_id, interface=interface, address=address,
                                           limit_bytes=limit_bytes), pid=pid)
         self._pids[run_id] = pid
+
+    def rearm(self, run_id: str, *, interface: str, address: str | None, limit_bytes: int,
+              used_bytes: int) -> None:
+        """The run's quota, replaced by one that has counted ``used_bytes``."""
+        self._run(["-f", "-"], rearm_script(run_id, interface=interface, address=address,
+                                            limit_bytes=limit_bytes, used_bytes=used_bytes),
+                  pid=self._pids.get(run_id))
 
     def state(self, run_id: str) -> QuotaState:
         return parse_quota(self._run(["-j", "list", "quota", "inet", TABLE,

@@ -168,16 +168,18 @@ class RunSession:
         stopped: StopDecision | None = None
         used = 0
         while engine.running(container):
+            counted = True
             try:
                 current = self.counters.read(spec.interface)
             except InterfaceMissing as e:  # gone for now: nothing moved on it
-                current = baseline
+                current, counted = baseline, False
                 log.warning("run %s: %s", spec.run_id, e)
             used = Usage(baseline, current).bytes
             stopped = decide(Observation(
                 now=self.clock(), deadline=spec.deadline, used_bytes=used,
                 max_bytes=spec.max_bytes,
-                quota_spent=self.quota is not None and self.quota.spent(),
+                quota_spent=(self.quota is not None
+                             and self.quota.spent(used if counted else None)),
                 requested=stop.requested(),
             ))
             if stopped is not None:

@@ -394,6 +394,34 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
         f.path for f in contents.files}
 
 
+def test_kernel_quota_holds_what_left_the_interface_not_what_its_queue_dropped(
+        testbed: Rig, tmp_path: Path) -> None:
+    """The node's uplink queue is small (tbf, 32 kbit burst, 50 ms): TCP puts more
+    through the IP output hook than it holds, the queue drops the rest, and what is sent
+    again is charged again, so the kernel quota counts more than left the interface
+    (8.0 MB against 6.4 MB in 5 s here; 17 MB against 3 MB on the Ansible rig under
+    load). A 5 s upload moves about 6.5 MB, inside its 7.5 MB reservation: the agent
+    sets the quota back to the interface's count, the run ends well, and its log says
+    what happened."""
+    require_root("nftables in the node container's namespace")
+    require_tools("nft", "nsenter")
+    backstop = NftBackstop(netns_pid=lambda: testbed.node_pid)
+    runner = DockerRunner(
+        testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),
+        node_id=NODE_ID, interfaces=["eth0"], meter_interval_s=0.5, backstop=backstop,
+    )
+    limit = 7_500_000
+    spec = _spec(testbed, duration_s=5, max_bytes=limit)
+    outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None, stop=StopRequest())
+    notes = tmp_path / "run" / "logs" / "agent.txt"
+    note = notes.read_text() if notes.exists() else ""
+    assert outcome.state == RunState.UPLOADING, (outcome.reason, note)  # ended well
+    assert outcome.bytes_used is not None and 5_000_000 < outcome.bytes_used < limit, \
+        outcome.bytes_used
+    assert "the kernel quota had counted" in note and "set back" in note, note
+    assert not _leftovers(testbed, spec.run_id)
+
+
 def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Path) -> None:
     """With the meter slowed to one read every 5 s (an agent that stalls), the 0.5 s
     meter's guarantee is gone: at 10 Mbit/s a 5 s gap is 6 MB. The nftables quota in

@@ -5,12 +5,15 @@ from __future__ import annotations
 import pytest
 
 from node_agent.backstop import (
+    DRIFT_SLACK_BYTES,
     TABLE,
     BackstopError,
     arm_script,
     disarm_script,
+    drifted,
     parse_quota,
     quota_name,
+    rearm_script,
 )
 
 
@@ -49,3 +52,34 @@ def test_quota_listing_is_read_and_its_absence_is_an_error() -> None:
         parse_quota('{"nftables": [{"metainfo": {}}]}')
     with pytest.raises(BackstopError, match="unreadable"):
         parse_quota("Error: No such file or directory")
+
+
+def test_rearm_replaces_the_quota_in_one_script_with_its_count_set() -> None:
+    """The chains emptied, the quota of the same name and limit replaced by one that has
+    counted what the interface moved, the rules put back: one nft transaction."""
+    q = quota_name("r-1")
+    script = rearm_script("r-1", interface="op0", address="172.30.1.21",
+                          limit_bytes=17_000_000, used_bytes=2_961_055).splitlines()
+    assert script == [
+        f"flush chain inet {TABLE} out_r_1",
+        f"flush chain inet {TABLE} in_r_1",
+        f"delete quota inet {TABLE} {q}",
+        f"add quota inet {TABLE} {q} {{ over 17000000 bytes used 2961055 bytes; }}",
+        f'add rule inet {TABLE} out_r_1 ip saddr 172.30.1.21 quota name "{q}" drop',
+        f'add rule inet {TABLE} in_r_1 ip daddr 172.30.1.21 quota name "{q}" drop',
+    ]
+    with pytest.raises(ValueError, match="negative"):
+        rearm_script("r-1", interface="op0", address=None, limit_bytes=10, used_bytes=-1)
+
+
+@pytest.mark.parametrize(("kernel", "interface", "limit", "ahead"), [
+    (17_000_000, 2_961_055, 17_000_000, True),    # the Ansible rig's tbf link
+    (3_000_000, 3_020_000, 17_000_000, False),    # counters ahead: link-layer headers
+    (3_000_000 + DRIFT_SLACK_BYTES, 3_000_000, 2_000_000, False),  # a read apart
+    (3_000_000 + DRIFT_SLACK_BYTES + 1, 3_000_000, 2_000_000, True),
+    (1_040_000_000, 1_000_000_000, 1_000_000_000, False),  # within 5 % of a large limit
+    (1_060_000_000, 1_000_000_000, 1_000_000_000, True),
+])
+def test_a_kernel_count_ahead_of_the_interface_by_more_than_a_read_is_drift(
+        kernel: int, interface: int, limit: int, ahead: bool) -> None:
+    assert drifted(kernel, interface, limit) is ahead
