@@ -124,13 +124,18 @@ DRIFT_SLACK_SHARE = 0.05
 
 def drifted(kernel_bytes: int, interface_bytes: int, limit_bytes: int) -> bool:
     """The kernel quota has counted more than the interface moved, by more than a read
-    apart explains (pure). The quota charges packets at the IP output hook, before the
-    interface's queue; where that queue is small (a shaping qdisc such as tbf, a
-    modem's short buffer) and drops what it cannot hold, the sender puts the same
-    packets through the hook again, and each pass is charged: the Ansible rig's tbf
-    link counted 17 MB against 3 MB that left the interface. The interface counters
-    count what left, as the operator does."""
-    return kernel_bytes - interface_bytes > max(DRIFT_SLACK_BYTES, DRIFT_SLACK_SHARE * limit_bytes)
+    apart explains, while the interface is still that far under the limit (pure).
+
+    The quota charges packets at the IP output hook, before the interface's queue;
+    where that queue is small (a shaping qdisc such as tbf, a modem's short buffer) and
+    drops what it cannot hold, the sender puts the same packets through the hook again,
+    and each pass is charged: the Ansible rig's tbf link counted 17 MB against 3 MB that
+    left the interface. The interface counters count what left, as the operator does.
+    Near the limit the two cannot be told apart from a quota rightly spent (whose count
+    goes on with the packets it drops, while the counters carry link-layer headers):
+    there the kernel's count stands."""
+    slack = max(DRIFT_SLACK_BYTES, DRIFT_SLACK_SHARE * limit_bytes)
+    return kernel_bytes - interface_bytes > slack and interface_bytes + slack < limit_bytes
 
 
 def disarm_script(run_id: str) -> str:

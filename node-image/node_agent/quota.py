@@ -2,7 +2,8 @@
 whether it is spent at every meter tick, disarm when the run is over.
 
 At each tick the kernel's count is held against the interface's: a kernel ahead by
-more than a read apart explains has charged packets that never left (the interface's
+more than a read apart explains, with the interface still that far under the limit, has
+charged packets that never left (the interface's
 own queue dropped them and they were sent again, :func:`~node_agent.backstop.drifted`),
 and its quota is replaced by one that has counted what the interface moved. The first
 time, the run's logs/agent.txt says so, with both figures.
@@ -58,8 +59,8 @@ class RunQuota:
         spec = self.spec
         try:
             state = self.backstop.state(spec.run_id)
-            if (moved_bytes is not None and moved_bytes < state.limit_bytes
-                    and drifted(state.used_bytes, moved_bytes, state.limit_bytes)):
+            if moved_bytes is not None and drifted(state.used_bytes, moved_bytes,
+                                                   state.limit_bytes):
                 self.backstop.rearm(spec.run_id, interface=spec.interface,
                                     address=spec.interface_address,
                                     limit_bytes=state.limit_bytes, used_bytes=moved_bytes)

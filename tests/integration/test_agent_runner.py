@@ -438,12 +438,13 @@ def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Pat
     spec = _spec(testbed, duration_s=30, max_bytes=limit)
     outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None, stop=StopRequest())
     assert outcome.state == RunState.FAILED
-    assert outcome.reason.startswith(
-        f"traffic reservation exceeded: the kernel quota of {limit} bytes is spent"), \
-        outcome.reason
-    # Counted on the interface, Ethernet headers included (14 bytes a packet more
-    # than the quota's IP bytes): within 2% of the reservation, not 6 MB over it.
-    assert outcome.bytes_used is not None and outcome.bytes_used <= limit * 1.02, \
+    assert outcome.reason.startswith("traffic reservation exceeded: "), outcome.reason
+    # Counted on the interface, Ethernet headers included (14 bytes a packet more than
+    # the quota's IP bytes), and what still arrived while the kernel dropped it (no node
+    # can refuse that: the operator counts it): within the SIM cap's 5 % margin of the
+    # reservation, not 6 MB over it. Whether the kernel or the next read of the
+    # counters names the overrun depends on the tbf queue's drops (see the test above).
+    assert outcome.bytes_used is not None and outcome.bytes_used <= limit * 1.05, \
         outcome.bytes_used
     listing = subprocess.run(
         ["nsenter", f"--net=/proc/{testbed.node_pid}/ns/net", "nft", "list", "ruleset"],
