@@ -3,10 +3,10 @@ whether it is spent at every meter tick, disarm when the run is over.
 
 At each tick the kernel's count is held against the interface's: a kernel ahead by
 more than a read apart explains, with the interface still that far under the limit, has
-charged packets that never left (the interface's
-own queue dropped them and they were sent again, :func:`~node_agent.backstop.drifted`),
-and its quota is replaced by one that has counted what the interface moved. The first
-time, the run's logs/agent.txt says so, with both figures.
+charged packets that never left (the interface's own queue dropped them and they were
+sent again, :func:`~node_agent.backstop.drifted`), and its quota is replaced by one
+that has counted what the interface moved. The first time, the run's logs/agent.txt
+says so, with both figures.
 
 The nftables work is :class:`~node_agent.backstop.NftBackstop`'s; here is what a run
 does when it fails. A quota that cannot be armed leaves the run on the meter alone (the

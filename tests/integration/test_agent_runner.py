@@ -394,6 +394,17 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
         f.path for f in contents.files}
 
 
+def _quota_runner(testbed: Rig, *, meter_interval_s: float) -> DockerRunner:
+    """A runner with the kernel quota backstop armed in the node's namespace."""
+    require_root("nftables in the node container's namespace")
+    require_tools("nft", "nsenter")
+    return DockerRunner(
+        testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),
+        node_id=NODE_ID, interfaces=["eth0"], meter_interval_s=meter_interval_s,
+        backstop=NftBackstop(netns_pid=lambda: testbed.node_pid),
+    )
+
+
 def test_kernel_quota_holds_what_left_the_interface_not_what_its_queue_dropped(
         testbed: Rig, tmp_path: Path) -> None:
     """The node's uplink queue is small (tbf, 32 kbit burst, 50 ms): TCP puts more
@@ -403,13 +414,7 @@ def test_kernel_quota_holds_what_left_the_interface_not_what_its_queue_dropped(
     load). A 5 s upload moves about 6.5 MB, inside its 7.5 MB reservation: the agent
     sets the quota back to the interface's count, the run ends well, and its log says
     what happened."""
-    require_root("nftables in the node container's namespace")
-    require_tools("nft", "nsenter")
-    backstop = NftBackstop(netns_pid=lambda: testbed.node_pid)
-    runner = DockerRunner(
-        testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),
-        node_id=NODE_ID, interfaces=["eth0"], meter_interval_s=0.5, backstop=backstop,
-    )
+    runner = _quota_runner(testbed, meter_interval_s=0.5)
     limit = 7_500_000
     spec = _spec(testbed, duration_s=5, max_bytes=limit)
     outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None, stop=StopRequest())
@@ -427,13 +432,7 @@ def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Pat
     meter's guarantee is gone: at 10 Mbit/s a 5 s gap is 6 MB. The nftables quota in
     the node's namespace still holds the run to its 2 MB reservation, the run ends
     saying so, and the quota is removed afterwards."""
-    require_root("nftables in the node container's namespace")
-    require_tools("nft", "nsenter")
-    backstop = NftBackstop(netns_pid=lambda: testbed.node_pid)
-    runner = DockerRunner(
-        testbed.client, counters=ProcNetDevCounters(lambda: testbed.node_pid),
-        node_id=NODE_ID, interfaces=["eth0"], meter_interval_s=5.0, backstop=backstop,
-    )
+    runner = _quota_runner(testbed, meter_interval_s=5.0)
     limit = 2_000_000
     spec = _spec(testbed, duration_s=30, max_bytes=limit)
     outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None, stop=StopRequest())
