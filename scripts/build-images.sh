@@ -41,8 +41,14 @@ fi
 IMAGE_PYTHON="3.11"
 WHEELS=build/wheels
 DEPS="$WHEELS/deps"
-DATASET="$WHEELS/dataset"
 APP="$WHEELS/app"
+#: What each Python image installs: its folder build/wheels/IMAGE (the wheels, their
+#: requirements.txt) and the extras of the project it installs.
+declare -A IMAGE_EXTRAS=([orchestrator]="orchestrator dataset" [node]="agent")
+#: uv, the orchestrator image's installer (bench/RESULTS.md: 1.5x pip on its 500 MB of
+#: wheels) and the wheelhouse's resolver; from PyPI, like every wheel.
+UV_REQUIREMENT='uv>=0.9,<1'
+UV="$WHEELS/uv"
 CATALOGUE=build/catalogue
 LOGS=build/logs
 #: Fixed wheel timestamps: an unchanged tree gives a byte-identical wheel, so Docker's
@@ -105,7 +111,7 @@ base_image() {
 
 # ---- wheelhouse (only for the Python images) -------------------------------------
 build_wheelhouse() {
-    local have log stamp extra report
+    local have log stamp image extra extras
     phase_begin "wheelhouse"
     have="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         || die "cannot run $PYTHON (set PYTHON to a Python $IMAGE_PYTHON interpreter)"
@@ -114,49 +120,57 @@ build_wheelhouse() {
     log="$LOGS/wheels.log"
     : >"$log"
     # Third-party wheels: rebuilt only when the dependency list changes. All extras are
-    # resolved together (one consistent set of versions); the wheels only the dataset
-    # extra needs then move to $DATASET, which only the orchestrator image copies: the
-    # node image shares the $DEPS layer and has no use for pyarrow and frictionless.
-    stamp="$(cat pyproject.toml | sha256sum | cut -c1-16)-py$have"
+    # downloaded together (one consistent set of versions, and uv's wheel); then each
+    # Python image gets a folder of only the wheels its extras need (IMAGE_EXTRAS), with
+    # their pinned list, resolved by uv offline against that set: the node image carries
+    # the agent's few dependencies, not the orchestrator's numpy, scipy and pyarrow.
+    stamp="$( { cat pyproject.toml; declare -p IMAGE_EXTRAS; echo "$UV_REQUIREMENT"; } | sha256sum | cut -c1-16)-py$have"
     if [ "$(cat "$DEPS/.stamp" 2>/dev/null)" != "$stamp" ]; then
-        rm -rf "$DEPS" "$DATASET"
-        mkdir -p "$DEPS" "$DATASET"
+        rm -rf "$DEPS" "$UV" "$WHEELS/dataset"
+        for image in "${!IMAGE_EXTRAS[@]}"; do rm -rf "${WHEELS:?}/$image"; done
+        mkdir -p "$DEPS"
         # setuptools/wheel too: the project's own wheel is then built with --no-index.
         "$PYTHON" -m pip wheel --wheel-dir "$DEPS" '.[orchestrator,agent,dataset]' 'setuptools>=68' wheel \
-            >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "pip wheel of the dependencies failed (log: $log)"; }
+            "$UV_REQUIREMENT" >>"$log" 2>&1 \
+            || { tail -n 30 "$log" >&2; die "pip wheel of the dependencies failed (log: $log)"; }
         rm -f "$DEPS"/mbb_testbed-*.whl
-        for extra in orchestrator agent dataset; do
-            report="$(mktemp)"
-            "$PYTHON" -m pip install --dry-run --ignore-installed --no-index --find-links "$DEPS" \
-                --quiet --report "$report" ".[$extra]" >>"$log" 2>&1 \
-                || { rm -f "$report"; tail -n 30 "$log" >&2; die "resolving the $extra extra failed (log: $log)"; }
-            "$PYTHON" - "$report" >"$DEPS/requirements-$extra.txt" <<'PY'
-import json, sys
-report = json.load(open(sys.argv[1]))
-for item in report["install"]:
-    meta = item["metadata"]
-    if meta["name"].lower().replace("_", "-") != "mbb-testbed":
-        print(f"{meta['name']}=={meta['version']}")
-PY
-            rm -f "$report"
-        done
-        # The dataset extra's own wheels (those no orchestrator or agent requirement
-        # names) and its requirements file go to $DATASET.
-        "$PYTHON" - "$DEPS" "$DATASET" <<'PY' >>"$log" 2>&1 || die "staging the dataset extra's wheels failed (log: $log)"
-import re, shutil, sys
+        # uv's binary, out of its wheel (a zip; no install needed).
+        "$PYTHON" - "$DEPS" "$UV" <<'PY' >>"$log" 2>&1 || die "unpacking uv failed (log: $log)"
+import os, sys, zipfile
 from pathlib import Path
-deps, dataset = Path(sys.argv[1]), Path(sys.argv[2])
-def names(path):
-    return {re.sub(r"[-_.]+", "-", line.split("==")[0]).lower()
-            for line in path.read_text().split()}
-shared = names(deps / "requirements-orchestrator.txt") | names(deps / "requirements-agent.txt")
-for wheel in deps.glob("*.whl"):
-    name = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
-    if name in names(deps / "requirements-dataset.txt") - shared:
-        shutil.move(wheel, dataset / wheel.name)
-        print("dataset extra only:", wheel.name)
-shutil.move(deps / "requirements-dataset.txt", dataset / "requirements-dataset.txt")
+wheel = next(Path(sys.argv[1]).glob("uv-*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith(".data/scripts/uv"))
+    Path(sys.argv[2]).write_bytes(z.read(name))
+os.chmod(sys.argv[2], 0o755)
+wheel.unlink()
 PY
+        for image in "${!IMAGE_EXTRAS[@]}"; do
+            mkdir -p "$WHEELS/$image"
+            extras=()
+            for extra in ${IMAGE_EXTRAS[$image]}; do extras+=(--extra "$extra"); done
+            "$UV" pip compile pyproject.toml "${extras[@]}" \
+                --python "$PYTHON" --no-index --find-links "$DEPS" --no-cache \
+                --no-header --no-annotate --quiet -o "$WHEELS/$image/requirements.txt" >>"$log" 2>&1 \
+                || { tail -n 30 "$log" >&2; die "resolving the $image image's wheels failed (log: $log)"; }
+            "$PYTHON" - "$DEPS" "$WHEELS/$image" <<'PY' >>"$log" 2>&1 \
+                || die "staging the $image image's wheels failed (log: $log)"
+import os, re, sys
+from pathlib import Path
+deps, out = Path(sys.argv[1]), Path(sys.argv[2])
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+wheels = {norm(w.name.split("-")[0]): w for w in deps.glob("*.whl")}
+for line in (out / "requirements.txt").read_text().split("\n"):
+    name = line.split("==")[0].strip()
+    if name and not name.startswith("#"):
+        if norm(name) not in wheels:
+            sys.exit(f"no wheel for {line} in {deps}")
+        os.link(wheels[norm(name)], out / wheels[norm(name)].name)
+PY
+        done
+        # The orchestrator image installs with uv: its binary beside its wheels.
+        ln "$UV" "$WHEELS/orchestrator/uv"
         echo "$stamp" >"$DEPS/.stamp"
     fi
     # The project's wheel, when its sources changed: pip takes 5-10 s on a loaded
@@ -174,7 +188,7 @@ PY
         rm -rf build/lib build/bdist.*
         echo "$stamp" >"$APP/.stamp"
     fi
-    phase_end "wheelhouse" "$WHEELS: $(ls "$DEPS"/*.whl | wc -l) dependency wheels, $(ls "$DATASET"/*.whl | wc -l) of the dataset extra + $(basename "$APP"/*.whl)"
+    phase_end "wheelhouse" "$WHEELS: $(for image in "${!IMAGE_EXTRAS[@]}"; do printf '%s %s wheels, ' "$image" "$(ls "$WHEELS/$image"/*.whl | wc -l)"; done)+ $(basename "$APP"/*.whl)"
 }
 
 stage_catalogue() {
@@ -289,7 +303,7 @@ stage_tree() {  # stage_tree DOCKERFILE: the tree its `COPY build/stage/NAME/` n
 
 # Which images, in the order they start: what the first run needs first (the compose
 # stack, the node, the demo's experiments), the orchestrator first of all (it is the
-# longest build, and it lays down the dependency venv it shares with the node); then the
+# longest build, and it lays down the layers the others share); then the
 # other experiments, and the monitoring, which nothing waits on.
 experiment_builds() {  # experiment_builds demo|other: the entries of those experiments
     local dir name image group
@@ -327,7 +341,7 @@ for b in "${builds[@]}"; do
 done
 
 # Readiness between the background jobs: a file per fact (the tools are staged, the
-# shared venv layer exists), or NAME.failed; a job that needs one polls for it.
+# shared layers exist), or NAME.failed; a job that needs one polls for it.
 READY="$LOGS/ready"
 rm -rf "$READY"; mkdir -p "$READY"
 STAMPS="$LOGS/stamps"  # what each image was built from (image_job), and RUN_STAMP
@@ -400,7 +414,7 @@ shared_steps() {  # shared_steps A B: how many first instructions Dockerfiles A 
 }
 
 # The first image in the queue lays down the layers the others share (the Python runtime,
-# the network tools, the venv of the orchestrator and the node): as its build passes
+# the network tools, its metadata): as its build passes
 # each step, it leaves $READY/step-N; an image sharing its first N steps waits for
 # step-N, then finds them in the cache. Builds side by side would otherwise each build
 # them: the cache has a layer only once it is committed.

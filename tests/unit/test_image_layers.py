@@ -69,8 +69,24 @@ def test_network_tools_are_one_layer_for_all_but_the_services() -> None:
             assert instructions(path)[3] == layer, f"{name}: its network-tools line differs"
 
 
-def test_orchestrator_and_node_share_the_dependency_venv() -> None:
-    shared = instructions(IMAGES["orchestrator"])[:6]
-    assert any("requirements-orchestrator.txt" in i and "requirements-agent.txt" in i
-               for i in shared)
-    assert instructions(IMAGES["node"])[:6] == shared
+def test_the_node_installs_the_agents_wheels_alone() -> None:
+    """A real node fetches its image over its own links: the orchestrator's numpy, scipy
+    and pyarrow (most of the old shared venv) have no place in it."""
+    node = instructions(IMAGES["node"])
+    assert "COPY build/wheels/node/ /wheels/" in node
+    assert not any("build/wheels/orchestrator" in i or "build/wheels/deps" in i for i in node)
+    assert "COPY build/wheels/orchestrator/ /wheels/" in instructions(IMAGES["orchestrator"])
+
+
+METADATA = ("ENV", "VOLUME", "LABEL", "ENTRYPOINT", "CMD", "EXPOSE", "USER", "WORKDIR")
+
+
+def test_metadata_comes_before_the_venv() -> None:
+    """Each instruction is a container commit, several times dearer once the venv is in
+    the image (bench/RESULTS.md): the two venv images put their metadata first."""
+    for name in ("orchestrator", "node"):
+        steps = instructions(IMAGES[name])
+        venv = next(i for i, step in enumerate(steps)
+                    if step.startswith("RUN") and "/opt/venv" in step)
+        late = [step for step in steps[venv:] if step.split()[0] in METADATA]
+        assert not late, f"{name}: metadata after its venv layer: {late}"
