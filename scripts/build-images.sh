@@ -324,9 +324,9 @@ experiment_builds() {  # experiment_builds demo|other: the entries of those expe
 }
 builds=()
 wanted orchestrator && builds+=("testbed/orchestrator:$TAG|orchestrator/Dockerfile|.")
-wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
 wanted postgres && builds+=("testbed/postgres:$TAG|deploy/postgres/Dockerfile|deploy/postgres")
 wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
+wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
 wanted front && builds+=("testbed/front:$TAG|deploy/front/Dockerfile|deploy/front")
 wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
 experiment_builds demo
@@ -391,10 +391,11 @@ wait_ready() {  # wait_ready NAME: until $READY/NAME exists (fails if NAME.faile
 
 # The cargo build (CPU) overlaps the wheelhouse and the first images (network, disk).
 # The wheelhouse builds in the background too: the first image's layers before it
-# copies the wheels start as soon as the base image is there (early_layers, below).
+# copies the wheels start as soon as the base image is there (early_layers, below), and
+# so do the images that copy no wheels; those that do wait for them ($READY/wheels).
 [ "$tools" = 0 ] || start_native_tools
 wheels_pid=
-[ "$wheels" = 0 ] || { build_wheelhouse & wheels_pid=$!; }
+[ "$wheels" = 0 ] || { { (build_wheelhouse) && touch "$READY/wheels"; } || { touch "$READY/wheels.failed"; exit 1; } & wheels_pid=$!; }
 wanted orchestrator && stage_catalogue
 
 instructions() {  # instructions DOCKERFILE: one line per instruction, as the cache
@@ -501,6 +502,12 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
     local tag dockerfile context builder=0 stamp inputs
     IFS='|' read -r tag dockerfile context <<<"$1"
     [ "$1" != "$layer_builder" ] || { builder=1; MARK_LAYERS=1; }
+    if [ "$builder" = 1 ]; then
+        wait_ready early || { touch "$READY/layers.failed"; return 1; }
+    fi
+    if grep -q '^COPY build/wheels/' "$dockerfile"; then
+        wait_ready wheels || die "building the wheelhouse failed (see above)"
+    fi
     stamp="$STAMPS/$(echo "$tag" | tr '/:' '__')"
     if [ -f "$stamp" ]; then
         # The fingerprint reads the files the image copies, the staged tools among them:
@@ -557,36 +564,42 @@ run_builds() {  # run_builds ENTRY...: up to BUILD_JOBS at once, a new one as so
         unset "running[$done_pid]"
     done
 }
-# early_layers: the first image's steps before its first `COPY build/wheels/` (apt: a
-# third of its layers' time, on the fresh start's critical path) need only the base
-# image, so they build while the wheelhouse does, from an empty context (they copy
-# nothing); its own build then finds them cached. Only where that image was never built
-# here (a fresh machine): otherwise they are cached, and the check alone costs seconds.
+# early_layers: the first image's steps before its first `COPY build/wheels/` (apt, its
+# metadata: on the fresh start's critical path) need only the base image, so they build
+# as soon as it is there, from an empty context (they copy nothing), while the other
+# images start beside them (each waits for the steps it shares, as from the first
+# image's own build); that image's build waits for them ($READY/early), then finds them
+# cached. Only where that image was never built here (a fresh machine): otherwise they
+# are cached, and the check alone costs seconds.
 early_layers() {
     local tag dockerfile ctx log
     IFS='|' read -r tag dockerfile _ <<<"$layer_builder"
-    [ -n "$tag" ] && [ -n "$wheels_pid" ] || return 0
-    [ ! -f "$STAMPS/$(echo "$tag" | tr '/:' '__')" ] || return 0
-    grep -q '^COPY build/wheels/' "$dockerfile" || return 0
-    ctx="$(mktemp -d)"
-    log="$LOGS/$(echo "$tag" | tr '/:' '__').early.log"
-    phase_begin "$tag (its layers before the wheels)"
-    if ! sed '/^COPY build\/wheels\//,$d' "$dockerfile" | docker build -f - "$ctx" 2>&1 \
-            | MARK_LAYERS=1 layer_marks >"$log"; then
+    if [ -n "$tag" ] && [ -n "$wheels_pid" ] && [ ! -f "$STAMPS/$(echo "$tag" | tr '/:' '__')" ] \
+            && grep -q '^COPY build/wheels/' "$dockerfile"; then
+        ctx="$(mktemp -d)"
+        log="$LOGS/$(echo "$tag" | tr '/:' '__').early.log"
+        phase_begin "$tag (its layers before the wheels)"
+        if ! sed '/^COPY build\/wheels\//,$d' "$dockerfile" | docker build -f - "$ctx" 2>&1 \
+                | MARK_LAYERS=1 layer_marks >"$log"; then
+            rmdir "$ctx"
+            tail -n 40 "$log" >&2
+            touch "$READY/early.failed"
+            die "docker build of $tag's first layers failed (log: $log)"
+        fi
         rmdir "$ctx"
-        tail -n 40 "$log" >&2
-        die "docker build of $tag's first layers failed (log: $log)"
+        phase_end "$tag (its layers before the wheels)"
     fi
-    rmdir "$ctx"
-    phase_end "$tag (its layers before the wheels)"
+    touch "$READY/early"
 }
 wait "$base_pid" || die "no base image debian:bookworm-slim (see above)"
-early_layers
-[ -z "$wheels_pid" ] || wait "$wheels_pid" || die "building the wheelhouse failed (see above)"
+early_layers &
+early_pid=$!
 # A few images at a time: a cached build is mostly waiting on the daemon, and a fresh
 # one on the disk and the mirror. BUILD_JOBS=1: one at a time.
 BUILD_JOBS="${BUILD_JOBS:-3}"
 [ "${#builds[@]}" -eq 0 ] || run_builds "${builds[@]}"
+wait "$early_pid" || die "building the first image's first layers failed (see above)"
+[ -z "$wheels_pid" ] || wait "$wheels_pid" || die "building the wheelhouse failed (see above)"
 [ "$tools" = 0 ] || wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
 drop_superseded() {  # the images rebuilt tags named before, unless something still uses
     # them (a container, another tag): rebuilds then do not fill the disk
