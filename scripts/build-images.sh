@@ -325,8 +325,8 @@ experiment_builds() {  # experiment_builds demo|other: the entries of those expe
 builds=()
 wanted orchestrator && builds+=("testbed/orchestrator:$TAG|orchestrator/Dockerfile|.")
 wanted postgres && builds+=("testbed/postgres:$TAG|deploy/postgres/Dockerfile|deploy/postgres")
-wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
+wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted front && builds+=("testbed/front:$TAG|deploy/front/Dockerfile|deploy/front")
 wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
 experiment_builds demo

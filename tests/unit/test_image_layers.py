@@ -1,7 +1,7 @@
 """The images' shared layers (docs/architecture.md, "Images"): Docker's classic builder
 reuses a layer only when the image's instructions up to it are the same, so the
 Dockerfiles must begin with the same lines in the same order. One edited line in one
-Dockerfile silently builds that layer (an apt install, the venv with every wheel) twice
+Dockerfile silently builds that layer (the apt install of the runtime and the tools) twice
 on a fresh machine; these tests say which file drifted."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ IMAGES = {
 BUILT = {REPO / "orchestrator/Dockerfile", REPO / "node-image/Dockerfile",
          REPO / "server-image/Dockerfile", *REPO.glob("deploy/*/Dockerfile"),
          *REPO.glob("experiments/*/Dockerfile")}
-#: Images of third-party services (Debian's packages), which need no network tools.
+#: Images of third-party services (Debian's packages), which need no Python and no
+#: network tools.
 SERVICES = {"influxdb", "postgres", "front", "prometheus", "alertmanager"}
 
 
@@ -54,19 +55,24 @@ def test_every_built_image_is_checked() -> None:
     assert set(IMAGES.values()) == BUILT
 
 
-def test_every_image_shares_the_base_and_python_runtime() -> None:
+def test_every_python_image_shares_one_runtime_and_tools_layer() -> None:
+    """The Python runtime and the network tools in one apt layer (one `apt-get update`,
+    one commit), the same line in every image that runs Python."""
     first = instructions(IMAGES["orchestrator"])[:3]
     assert first[0] == "FROM debian:bookworm-slim"
-    for name, path in IMAGES.items():
-        assert instructions(path)[:3] == first, f"{name}: its first three lines differ"
-
-
-def test_network_tools_are_one_layer_for_all_but_the_services() -> None:
-    layer = instructions(IMAGES["orchestrator"])[3]
-    assert "iperf3" in layer and "nftables" in layer
+    assert all(word in first[2] for word in ("python3", "iperf3", "nftables"))
     for name, path in IMAGES.items():
         if name not in SERVICES:
-            assert instructions(path)[3] == layer, f"{name}: its network-tools line differs"
+            assert instructions(path)[:3] == first, f"{name}: its first three lines differ"
+
+
+def test_services_build_from_the_base_alone() -> None:
+    """The third-party services run no Python: they wait for no shared layer on a fresh
+    machine and carry no runtime they never use."""
+    for name in SERVICES:
+        steps = instructions(IMAGES[name])
+        assert steps[0] == "FROM debian:bookworm-slim"
+        assert not any("python3" in step for step in steps), f"{name} installs python3"
 
 
 def test_the_node_installs_the_agents_wheels_alone() -> None:
