@@ -303,8 +303,9 @@ stage_tree() {  # stage_tree DOCKERFILE: the tree its `COPY build/stage/NAME/` n
 
 # Which images, in the order they start: what the first run needs first (the compose
 # stack, the node, the demo's experiments), the orchestrator first of all (it is the
-# longest build, and it lays down the layers the others share); then the
-# other experiments, and the monitoring, which nothing waits on.
+# longest build), then the node (it lays down the runtime and tools layer the server and
+# the experiments share); then the other experiments, and the monitoring, which nothing
+# waits on.
 experiment_builds() {  # experiment_builds demo|other: the entries of those experiments
     local dir name image group
     for dir in experiments/*/; do
@@ -324,9 +325,9 @@ experiment_builds() {  # experiment_builds demo|other: the entries of those expe
 }
 builds=()
 wanted orchestrator && builds+=("testbed/orchestrator:$TAG|orchestrator/Dockerfile|.")
+wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted postgres && builds+=("testbed/postgres:$TAG|deploy/postgres/Dockerfile|deploy/postgres")
 wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
-wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted front && builds+=("testbed/front:$TAG|deploy/front/Dockerfile|deploy/front")
 wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
 experiment_builds demo
@@ -414,36 +415,48 @@ shared_steps() {  # shared_steps A B: how many first instructions Dockerfiles A 
     echo "$n"
 }
 
-# The first image in the queue lays down the layers the others share (the Python runtime,
-# the network tools, its metadata): as its build passes
-# each step, it leaves $READY/step-N; an image sharing its first N steps waits for
-# step-N, then finds them in the cache. Builds side by side would otherwise each build
-# them: the cache has a layer only once it is committed.
+# Shared layers are built once: an image waits for the earlier image in the queue that
+# shares the most of its first steps (the layer builder of those steps: the orchestrator
+# for the runtime's ENV, the node for the Python runtime and network tools the server
+# and the experiments share), until that build has committed them, then finds them in
+# the cache. Builds side by side would otherwise each build them: the cache has a layer
+# only once it is committed. Each build leaves $READY/marks-IMAGE/step-N as it passes
+# step N, then done (or failed).
 layer_builder="${builds[0]:-}"
-MARK_LAYERS=0  # 1 in the layer builder's job
+MARKS=  # the marks folder of this job's image
+marks_dir() { echo "$READY/marks-$(echo "$1" | tr '/:' '__')"; }  # marks_dir TAG
 layer_marks() {  # layer_marks: build output on stdin -> each line with its time (epoch
-    # seconds: where a build spends its time); in the layer builder's job, also
-    # $READY/step-N once step N is committed (the next step has begun)
+    # seconds: where a build spends its time); with $MARKS set, also $MARKS/step-N once
+    # step N is committed (the next step has begun)
     local line n
     while IFS= read -r line; do
         printf '%s %s\n' "$EPOCHREALTIME" "$line"
-        if [ "$MARK_LAYERS" = 1 ] && [[ "$line" =~ ^Step\ ([0-9]+)/ ]]; then
+        if [ -n "$MARKS" ] && [[ "$line" =~ ^Step\ ([0-9]+)/ ]]; then
             for ((n = ${BASH_REMATCH[1]} - 1; n >= 1; n--)); do
-                [ -e "$READY/step-$n" ] && break
-                touch "$READY/step-$n"
+                [ -e "$MARKS/step-$n" ] && break
+                touch "$MARKS/step-$n"
             done
         fi
     done
 }
-wait_layers() {  # wait_layers DOCKERFILE: until the layer builder has passed the steps
-    # this Dockerfile shares with it
-    local dockerfile n
-    IFS='|' read -r _ dockerfile _ <<<"$layer_builder"
-    [ "$1" != "$dockerfile" ] || return 0
-    n="$(shared_steps "$dockerfile" "$1")"
-    [ "$n" -gt 1 ] || return 0  # FROM alone: the base image, already there
-    until [ -e "$READY/step-$n" ] || [ -e "$READY/layers" ]; do
-        [ ! -e "$READY/layers.failed" ] || return 1
+mark_steps() {  # mark_steps N: steps 1..N are committed (a build that ended after step N)
+    local n
+    for ((n = 1; n <= $1; n++)); do touch "$MARKS/step-$n"; done
+}
+wait_layers() {  # wait_layers ENTRY: until the earlier image sharing the most of ENTRY's
+    # first steps has committed them
+    local dockerfile other other_tag other_dockerfile n best=1 from=
+    IFS='|' read -r _ dockerfile _ <<<"$1"
+    for other in "${builds[@]}"; do
+        [ "$other" != "$1" ] || break
+        IFS='|' read -r other_tag other_dockerfile _ <<<"$other"
+        n="$(shared_steps "$other_dockerfile" "$dockerfile")"
+        if [ "$n" -gt "$best" ]; then best=$n; from=$other_tag; fi
+    done
+    [ -n "$from" ] || return 0  # FROM alone: the base image, already there
+    from="$(marks_dir "$from")"
+    until [ -e "$from/step-$best" ] || [ -e "$from/done" ]; do
+        [ ! -e "$from/failed" ] || return 1
         sleep 0.2
     done
 }
@@ -499,11 +512,14 @@ image_inputs() {  # image_inputs DOCKERFILE CONTEXT: the fingerprint of what a b
     } | sha256sum | cut -c1-32
 }
 image_job() {  # image_job ENTRY: build one image, waiting for what it needs
-    local tag dockerfile context builder=0 stamp inputs
+    local tag dockerfile context stamp inputs
     IFS='|' read -r tag dockerfile context <<<"$1"
-    [ "$1" != "$layer_builder" ] || { builder=1; MARK_LAYERS=1; }
-    if [ "$builder" = 1 ]; then
-        wait_ready early || { touch "$READY/layers.failed"; return 1; }
+    MARKS="$(marks_dir "$tag")"
+    mkdir -p "$MARKS"
+    # Whatever ends this job early (a failure, `die`) tells those waiting on its layers.
+    trap '[ -e "$MARKS/done" ] || touch "$MARKS/failed"' EXIT
+    if [ "$1" = "$layer_builder" ]; then
+        wait_ready early || return 1
     fi
     if grep -q '^COPY build/wheels/' "$dockerfile"; then
         wait_ready wheels || die "building the wheelhouse failed (see above)"
@@ -520,29 +536,23 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
         if [ "$(cat "$stamp")" = "$inputs $(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ]; then
             phase_begin "image $tag"
             phase_end "image $tag" "$(cut -d' ' -f2 "$stamp" | cut -c8-19), unchanged"
-            [ "$builder" = 0 ] || touch "$READY/layers"
+            touch "$MARKS/done"
             touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
             return 0
         fi
         rm -f "$stamp"
     fi
-    wait_layers "$dockerfile" || die "$tag: the shared layers failed to build (see above)"
+    wait_layers "$1" || die "$tag: the shared layers failed to build (see above)"
     if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
-        if ! build_prefix "$dockerfile" "$context" "$tag"; then
-            [ "$builder" = 0 ] || touch "$READY/layers.failed"
-            die "docker build of $tag's first layers failed (log: $LOGS)"
-        fi
-        [ "$builder" = 0 ] || touch "$READY/layers"
+        build_prefix "$dockerfile" "$context" "$tag" || die "docker build of $tag's first layers failed (log: $LOGS)"
+        mark_steps "$(sed -E '/^COPY build\/(bin|stage)\//,$d' "$dockerfile" | instructions /dev/stdin | wc -l)"
         wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
     fi
     # Taken now, with the tools staged (on a fresh machine they did not exist at the start).
     stage_tree "$dockerfile"
     inputs="$(image_inputs "$dockerfile" "$context")"
-    if ! build_image "$tag" "$dockerfile" "$context"; then
-        [ "$builder" = 0 ] || touch "$READY/layers.failed"
-        return 1
-    fi
-    [ "$builder" = 0 ] || touch "$READY/layers"
+    build_image "$tag" "$dockerfile" "$context" || return 1
+    touch "$MARKS/done"
     echo "$inputs $(docker image inspect -f '{{.Id}}' "$tag")" >"$stamp"
     # For scripts/up, which starts PostgreSQL and InfluxDB as soon as theirs are built.
     touch "$READY/built-$(echo "$tag" | tr '/:' '__')"
@@ -579,14 +589,17 @@ early_layers() {
         ctx="$(mktemp -d)"
         log="$LOGS/$(echo "$tag" | tr '/:' '__').early.log"
         phase_begin "$tag (its layers before the wheels)"
+        MARKS="$(marks_dir "$tag")"
+        mkdir -p "$MARKS"
         if ! sed '/^COPY build\/wheels\//,$d' "$dockerfile" | docker build -f - "$ctx" 2>&1 \
-                | MARK_LAYERS=1 layer_marks >"$log"; then
+                | layer_marks >"$log"; then
             rmdir "$ctx"
             tail -n 40 "$log" >&2
             touch "$READY/early.failed"
             die "docker build of $tag's first layers failed (log: $log)"
         fi
         rmdir "$ctx"
+        mark_steps "$(sed '/^COPY build\/wheels\//,$d' "$dockerfile" | instructions /dev/stdin | wc -l)"
         phase_end "$tag (its layers before the wheels)"
     fi
     touch "$READY/early"
