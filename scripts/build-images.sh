@@ -303,9 +303,9 @@ stage_tree() {  # stage_tree DOCKERFILE: the tree its `COPY build/stage/NAME/` n
 
 # Which images, in the order they start: what the first run needs first (the compose
 # stack, the node, the demo's experiments), the orchestrator first of all (it is the
-# longest build), then the node (it lays down the runtime and tools layer the server and
-# the experiments share); then the other experiments, and the monitoring, which nothing
-# waits on.
+# longest build, and it lays down the layer the other Python images share), then
+# PostgreSQL and InfluxDB, which share nothing with it and start at once; then the other
+# experiments, and the monitoring, which nothing waits on.
 experiment_builds() {  # experiment_builds demo|other: the entries of those experiments
     local dir name image group
     for dir in experiments/*/; do
@@ -325,9 +325,9 @@ experiment_builds() {  # experiment_builds demo|other: the entries of those expe
 }
 builds=()
 wanted orchestrator && builds+=("testbed/orchestrator:$TAG|orchestrator/Dockerfile|.")
-wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted postgres && builds+=("testbed/postgres:$TAG|deploy/postgres/Dockerfile|deploy/postgres")
 wanted influxdb && builds+=("testbed/influxdb:$TAG|deploy/influxdb/Dockerfile|deploy/influxdb")
+wanted node && builds+=("testbed/node:$TAG|node-image/Dockerfile|.")
 wanted front && builds+=("testbed/front:$TAG|deploy/front/Dockerfile|deploy/front")
 wanted server && builds+=("testbed/server:$TAG|server-image/Dockerfile|.")
 experiment_builds demo
@@ -416,9 +416,8 @@ shared_steps() {  # shared_steps A B: how many first instructions Dockerfiles A 
 }
 
 # Shared layers are built once: an image waits for the earlier image in the queue that
-# shares the most of its first steps (the layer builder of those steps: the orchestrator
-# for the runtime's ENV, the node for the Python runtime and network tools the server
-# and the experiments share), until that build has committed them, then finds them in
+# shares the most of its first steps (the orchestrator, for the Python runtime and the
+# network tools), until that build has committed them, then finds them in
 # the cache. Builds side by side would otherwise each build them: the cache has a layer
 # only once it is committed. Each build leaves $READY/marks-IMAGE/step-N as it passes
 # step N, then done (or failed).
@@ -494,15 +493,41 @@ build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the f
 # modification time, as make compares them: a changed file is rebuilt; a file only
 # touched goes through Docker's cache, which finds it unchanged). The record is
 # build/logs/stamps/IMAGE: the fingerprint and the image id built from it.
-image_inputs() {  # image_inputs DOCKERFILE CONTEXT: the fingerprint of what a build reads
-    local line words srcs=() i
+copy_sources() {  # copy_sources DOCKERFILE: the context paths its COPY and ADD lines
+    # read, one a line
+    local line words i
     while IFS= read -r line; do
         read -ra words <<<"$line"
         case "${words[0]}" in COPY|ADD) ;; *) continue ;; esac
         for ((i = 1; i < ${#words[@]} - 1; i++)); do
-            [[ "${words[i]}" == --* ]] || srcs+=("${words[i]}")
+            [[ "${words[i]}" == --* ]] || echo "${words[i]}"
         done
     done < <(instructions "$1")
+}
+# stage_context DOCKERFILE: prints a build context holding only what DOCKERFILE copies
+# (hard links under build/ctx, with the repository's .dockerignore), for an image built
+# from the repository root. The classic builder sends its whole context to the engine
+# before the first step, each build: the root's was 190 MB (the orchestrator's wheels
+# and uv), 5 s a build under load, for the node, the server and each experiment too,
+# which copy a few MB. The Dockerfiles stay as they are: the paths are the root's.
+CTX=build/ctx
+stage_context() {
+    local dir src path
+    dir="$CTX/$(echo "$1" | tr '/' '_')"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp .dockerignore "$dir/"
+    while IFS= read -r src; do
+        # A source not there yet (the Rust tools, for the layers before them) is left out.
+        while IFS= read -r path; do
+            cp -al --parents "${path%/}" "$dir/"
+        done < <(compgen -G "$src" || true)
+    done < <(copy_sources "$1")
+    echo "$dir"
+}
+image_inputs() {  # image_inputs DOCKERFILE CONTEXT: the fingerprint of what a build reads
+    local srcs=()
+    mapfile -t srcs < <(copy_sources "$1")
     {
         cat "$1"
         echo "TAG=$TAG NODE_MODEMMANAGER=${NODE_MODEMMANAGER:-0}"
@@ -510,6 +535,9 @@ image_inputs() {  # image_inputs DOCKERFILE CONTEXT: the fingerprint of what a b
         [ "${#srcs[@]}" -eq 0 ] || (cd "$2" && find "${srcs[@]}" \( -name __pycache__ -o -name '*.pyc' \) -prune \
             -o -type f -printf '%p %s %T@\n' | sort)
     } | sha256sum | cut -c1-32
+}
+build_context() {  # build_context DOCKERFILE CONTEXT: the folder to send as CONTEXT
+    if [ "$2" = . ]; then stage_context "$1"; else echo "$2"; fi
 }
 image_job() {  # image_job ENTRY: build one image, waiting for what it needs
     local tag dockerfile context stamp inputs
@@ -544,14 +572,15 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
     fi
     wait_layers "$1" || die "$tag: the shared layers failed to build (see above)"
     if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
-        build_prefix "$dockerfile" "$context" "$tag" || die "docker build of $tag's first layers failed (log: $LOGS)"
+        build_prefix "$dockerfile" "$(build_context "$dockerfile" "$context")" "$tag" \
+            || die "docker build of $tag's first layers failed (log: $LOGS)"
         mark_steps "$(sed -E '/^COPY build\/(bin|stage)\//,$d' "$dockerfile" | instructions /dev/stdin | wc -l)"
         wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
     fi
     # Taken now, with the tools staged (on a fresh machine they did not exist at the start).
     stage_tree "$dockerfile"
     inputs="$(image_inputs "$dockerfile" "$context")"
-    build_image "$tag" "$dockerfile" "$context" || return 1
+    build_image "$tag" "$dockerfile" "$(build_context "$dockerfile" "$context")" || return 1
     touch "$MARKS/done"
     echo "$inputs $(docker image inspect -f '{{.Id}}' "$tag")" >"$stamp"
     # For scripts/up, which starts PostgreSQL and InfluxDB as soon as theirs are built.
