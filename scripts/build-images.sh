@@ -520,7 +520,7 @@ stage_context() {
     while IFS= read -r src; do
         # A source not there yet (the Rust tools, for the layers before them) is left out.
         while IFS= read -r path; do
-            cp -al --parents "${path%/}" "$dir/"
+            [ ! -e "$path" ] || cp -al --parents "${path%/}" "$dir/"
         done < <(compgen -G "$src" || true)
     done < <(copy_sources "$1")
     echo "$dir"
