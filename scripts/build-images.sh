@@ -209,7 +209,10 @@ stage_native_tools() {  # build the Rust tools once and stage them for COPY buil
         || die "cargo is missing: the native tools (tools/) need a Rust toolchain (https://rustup.rs)"
     local log="$LOGS/cargo.log"
     phase_begin "Rust tools (cargo build)"
-    (cd tools && nice -n 5 cargo build --release -p abw -p linkem -p flows) >"$log" 2>&1 \
+    # At the default priority: every image's last steps wait for it (bench/RESULTS.md: at
+    # nice 5 it took 105 s to 204 s of a fresh start, slower as more images built beside
+    # it, and the stack waited for it).
+    (cd tools && cargo build --release -p abw -p linkem -p flows) >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; die "building the native tools failed (log: $log)"; }
     mkdir -p "$BIN"
     # Binaries are linked against the host's glibc; the images are Debian bookworm too.
@@ -465,7 +468,7 @@ wait_layers() {  # wait_layers ENTRY: until the earlier image sharing the most o
 # one before, while the other images build beside it and need only what is left of two
 # cores. Its steps keep the engine's default weight (1024); the others' run at a quarter
 # of it (--cpu-shares, which the classic builder gives each step's container), below
-# cargo's (nice 5, about a third) too, which the tools' images wait for. The weight
+# cargo's too, which every image's last steps wait for. The weight
 # counts only when the CPU is short; the commits are the engine's own work, not weighed.
 build_weight() {
     local builder_tag
