@@ -270,7 +270,15 @@ build_image() {  # build_image TAG DOCKERFILE CONTEXT
 }
 
 # needs_tools DOCKERFILE: it copies the Rust tools (build/bin, or a staged tree)
-needs_tools() { grep -Eq '^COPY build/(bin|stage)/' "$1"; }
+#: The first line of a Dockerfile that copies the Rust tools (build/bin, or a staged
+#: tree), and the first that copies wheels: where its early builds cut it.
+TOOLS_COPY='^COPY build/(bin|stage)/'
+WHEELS_COPY='^COPY build/wheels/'
+needs_tools() { grep -Eq "$TOOLS_COPY" "$1"; }
+copies_wheels() { grep -Eq "$WHEELS_COPY" "$1"; }
+# dockerfile_before ERE DOCKERFILE: DOCKERFILE up to its first line matching ERE (not
+# that line): an early build of the same layers, which the whole build then finds cached.
+dockerfile_before() { sed -E "\\#$1#,\$d" "$2"; }
 
 # ---- staged trees -------------------------------------------------------------------
 # The orchestrator's and the node's files from this checkout's builds (the Rust tools,
@@ -341,7 +349,7 @@ tools=0; wheels=0
 for b in "${builds[@]}"; do
     IFS='|' read -r _ dockerfile _ <<<"$b"
     ! needs_tools "$dockerfile" || tools=1
-    ! grep -q '^COPY build/wheels/' "$dockerfile" || wheels=1
+    ! copies_wheels "$dockerfile" || wheels=1
 done
 
 # Readiness between the background jobs: a file per fact (the tools are staged, the
@@ -399,7 +407,10 @@ wait_ready() {  # wait_ready NAME: until $READY/NAME exists (fails if NAME.faile
 # so do the images that copy no wheels; those that do wait for them ($READY/wheels).
 [ "$tools" = 0 ] || start_native_tools
 wheels_pid=
-[ "$wheels" = 0 ] || { { (build_wheelhouse) && touch "$READY/wheels"; } || { touch "$READY/wheels.failed"; exit 1; } & wheels_pid=$!; }
+wheelhouse_job() {  # the wheelhouse, in the background: $READY/wheels, or wheels.failed
+    if (build_wheelhouse); then touch "$READY/wheels"; else touch "$READY/wheels.failed"; return 1; fi
+}
+[ "$wheels" = 0 ] || { wheelhouse_job & wheels_pid=$!; }
 wanted orchestrator && stage_catalogue
 
 instructions() {  # instructions DOCKERFILE: one line per instruction, as the cache
@@ -482,7 +493,7 @@ build_prefix() {  # build_prefix DOCKERFILE CONTEXT TAG: its layers before the f
     # ordinary.
     local log="$LOGS/$(echo "$3" | tr '/:' '__').prefix.log"
     phase_begin "$3 (its layers before the tools)"
-    if ! sed -E '/^COPY build\/(bin|stage)\//,$d' "$1" | docker build $(build_weight "$3") -f - "$2" 2>&1 \
+    if ! dockerfile_before "$TOOLS_COPY" "$1" | docker build $(build_weight "$3") -f - "$2" 2>&1 \
             | layer_marks >"$log"; then
         tail -n 40 "$log" >&2
         return 1
@@ -552,7 +563,7 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
     if [ "$1" = "$layer_builder" ]; then
         wait_ready early || return 1
     fi
-    if grep -q '^COPY build/wheels/' "$dockerfile"; then
+    if copies_wheels "$dockerfile"; then
         wait_ready wheels || die "building the wheelhouse failed (see above)"
     fi
     stamp="$STAMPS/$(echo "$tag" | tr '/:' '__')"
@@ -577,7 +588,7 @@ image_job() {  # image_job ENTRY: build one image, waiting for what it needs
     if needs_tools "$dockerfile" && [ ! -e "$READY/tools" ]; then
         build_prefix "$dockerfile" "$(build_context "$dockerfile" "$context")" "$tag" \
             || die "docker build of $tag's first layers failed (log: $LOGS)"
-        mark_steps "$(sed -E '/^COPY build\/(bin|stage)\//,$d' "$dockerfile" | instructions /dev/stdin | wc -l)"
+        mark_steps "$(dockerfile_before "$TOOLS_COPY" "$dockerfile" | instructions /dev/stdin | wc -l)"
         wait_ready tools || die "building the native tools failed (log: $LOGS/cargo.log)"
     fi
     # Taken now, with the tools staged (on a fresh machine they did not exist at the start).
@@ -617,13 +628,13 @@ early_layers() {
     local tag dockerfile ctx log
     IFS='|' read -r tag dockerfile _ <<<"$layer_builder"
     if [ -n "$tag" ] && [ -n "$wheels_pid" ] && [ ! -f "$STAMPS/$(echo "$tag" | tr '/:' '__')" ] \
-            && grep -q '^COPY build/wheels/' "$dockerfile"; then
+            && copies_wheels "$dockerfile"; then
         ctx="$(mktemp -d)"
         log="$LOGS/$(echo "$tag" | tr '/:' '__').early.log"
         phase_begin "$tag (its layers before the wheels)"
         MARKS="$(marks_dir "$tag")"
         mkdir -p "$MARKS"
-        if ! sed '/^COPY build\/wheels\//,$d' "$dockerfile" | docker build -f - "$ctx" 2>&1 \
+        if ! dockerfile_before "$WHEELS_COPY" "$dockerfile" | docker build -f - "$ctx" 2>&1 \
                 | layer_marks >"$log"; then
             rmdir "$ctx"
             tail -n 40 "$log" >&2
@@ -631,7 +642,7 @@ early_layers() {
             die "docker build of $tag's first layers failed (log: $log)"
         fi
         rmdir "$ctx"
-        mark_steps "$(sed '/^COPY build\/wheels\//,$d' "$dockerfile" | instructions /dev/stdin | wc -l)"
+        mark_steps "$(dockerfile_before "$WHEELS_COPY" "$dockerfile" | instructions /dev/stdin | wc -l)"
         phase_end "$tag (its layers before the wheels)"
     fi
     touch "$READY/early"
