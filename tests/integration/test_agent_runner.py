@@ -411,9 +411,12 @@ def test_kernel_quota_holds_what_left_the_interface_not_what_its_queue_dropped(
     through the IP output hook than it holds, the queue drops the rest, and what is sent
     again is charged again, so the kernel quota counts more than left the interface
     (8.0 MB against 6.4 MB in 5 s here; 17 MB against 3 MB on the Ansible rig under
-    load). A 5 s upload moves about 6.5 MB, inside its 7.5 MB reservation: the agent
-    sets the quota back to the interface's count, the run ends well, and its log says
-    what happened."""
+    load). A 5 s upload moves about 6.5 MB, inside its 7.5 MB reservation: the run ends
+    well. How far the kernel's count runs ahead depends on the drops, which vary with
+    the machine's load (a CI run saw too few to pass the slack): when it passes the
+    slack, the agent sets the quota back to the interface's count and its log says so
+    with both counts (the rule and the nft script themselves:
+    tests/unit/test_agent_backstop.py). Before that fix, a run with such drops failed."""
     runner = _quota_runner(testbed, meter_interval_s=0.5)
     limit = 7_500_000
     spec = _spec(testbed, duration_s=5, max_bytes=limit)
@@ -423,7 +426,8 @@ def test_kernel_quota_holds_what_left_the_interface_not_what_its_queue_dropped(
     assert outcome.state == RunState.UPLOADING, (outcome.reason, note)  # ended well
     assert outcome.bytes_used is not None and 5_000_000 < outcome.bytes_used < limit, \
         outcome.bytes_used
-    assert "the kernel quota had counted" in note and "set back" in note, note
+    if "kernel quota" in note:
+        assert "the kernel quota had counted" in note and "set back" in note, note
     assert not _leftovers(testbed, spec.run_id)
 
 
