@@ -521,7 +521,7 @@ copy_sources() {  # copy_sources DOCKERFILE: the context paths its COPY and ADD 
 # stage_context DOCKERFILE: prints a build context holding only what DOCKERFILE copies
 # (hard links under build/ctx, with the repository's .dockerignore), for an image built
 # from the repository root. The classic builder sends its whole context to the engine
-# before the first step, each build: the root's was 190 MB (the orchestrator's wheels
+# before the first step, each build: the root's was 181 MB (the orchestrator's wheels
 # and uv), 5 s a build under load, for the node, the server and each experiment too,
 # which copy a few MB. The Dockerfiles stay as they are: the paths are the root's.
 CTX=build/ctx
