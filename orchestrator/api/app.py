@@ -12,10 +12,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import BaseRoute
 
 from orchestrator.api import (
     errors,
@@ -176,22 +177,31 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
     ctx = build_context(settings, clock)
     app.state.ctx = ctx
     errors.install(app)
-    for r in (routes_users, routes_nodes, routes_quotas, routes_runs, routes_datasets,
-              routes_agent):
-        app.include_router(r.router)
-    app.include_router(routes_tokens.router)
-    app.include_router(pages_routes.router)
+    for router in ROUTERS:
+        app.include_router(router)
     _meta_routes(app, ctx.settings)
     app.add_middleware(
         guard.RequestGuard,
         rules=guard.rules_for(
-            app.openapi(), scheme=TOKEN_SCHEME,
+            guard.operations(declared_routes(app)), scheme=TOKEN_SCHEME,
             default_max_body_bytes=settings.api.max_body_bytes,
             max_body_bytes={("PATCH", routes_agent.CHUNK_PATH): settings.uploads.max_chunk_bytes},
         ),
         default_max_body_bytes=settings.api.max_body_bytes,
     )
     return app
+
+
+#: The API's routers, included without a prefix (their paths are the app's).
+ROUTERS: list[APIRouter] = [r.router for r in (
+    routes_users, routes_nodes, routes_quotas, routes_runs, routes_datasets, routes_agent,
+    routes_tokens, pages_routes)]
+
+
+def declared_routes(app: FastAPI) -> list[BaseRoute]:
+    """The app's routes as declared: its own and each router's. (FastAPI's view of the
+    included routers is its internals', which change between its versions.)"""
+    return [*app.router.routes, *(route for router in ROUTERS for route in router.routes)]
 
 
 def from_environment() -> FastAPI:

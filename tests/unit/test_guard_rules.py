@@ -1,21 +1,22 @@
-"""The guard's rules come from the OpenAPI document: a route with the token scheme
-needs a token, and each path template matches its own paths only."""
+"""The guard's rules: an operation declaring the token scheme needs a token, and each
+path template matches its own paths only. (That the operations read from the routes
+are the OpenAPI document's is tests/integration/test_guard_document.py.)"""
 
 from __future__ import annotations
 
-from orchestrator.api.guard import rules_for
+from orchestrator.api.guard import Operation, rules_for
 
-DOC = {"paths": {
-    "/api/v1/runs/{run_id}": {"get": {"security": [{"Token": []}]}},
-    "/api/v1/agent/runs/{run_id}/bundle": {"patch": {"security": [{"Token": []}]},
-                                           "get": {"security": [{"Token": []}]}},
-    "/metrics": {"get": {"security": [{"MetricsToken": []}]}},
-    "/healthz": {"get": {}},
-}}
+OPS = [
+    Operation("GET", "/api/v1/runs/{run_id}", frozenset({"Token"})),
+    Operation("PATCH", "/api/v1/agent/runs/{run_id}/bundle", frozenset({"Token"})),
+    Operation("GET", "/api/v1/agent/runs/{run_id}/bundle", frozenset({"Token"})),
+    Operation("GET", "/metrics", frozenset({"MetricsToken"})),
+    Operation("GET", "/healthz", frozenset()),
+]
 
 
-def test_rules_follow_the_document() -> None:
-    rules = rules_for(DOC, scheme="Token", default_max_body_bytes=10,
+def test_rules_follow_the_operations() -> None:
+    rules = rules_for(OPS, scheme="Token", default_max_body_bytes=10,
                       max_body_bytes={("PATCH", "/api/v1/agent/runs/{run_id}/bundle"): 99})
 
     def rule(method: str, path: str) -> tuple[bool, int] | None:
