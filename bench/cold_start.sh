@@ -49,38 +49,61 @@ admin() {  # admin ARGS...: the clone's testbed CLI in the orchestrator, as admi
     docker exec -e TESTBED_URL=http://127.0.0.1:8080 -e "TESTBED_TOKEN=$token" \
         testbed-orchestrator testbed "$@"
 }
-# The warm start's probes speak to the stack's port from the host (python3's urllib, no
-# `docker exec`, no CLI start): each costs a few milliseconds of CPU, so polling every
-# 0.2 s while the stack starts takes little from the start it measures.
-host_api() {  # host_api WAIT|ONLINE|SUBMIT ARG: see the Python below
-    local token
-    token="$(sed -n 's/^TESTBED_ADMIN_TOKEN=//p' "$clone/deploy/.secrets/compose.env" 2>/dev/null)"
-    [ -n "$token" ] || return 1
-    python3 - "$1" "${2:-}" "$URL" "$token" <<'PY'
-import json, sys, time, urllib.request
-what, arg, url, token = sys.argv[1:]
+# The warm start's client: one Python process on the host speaking to the stack's port
+# (urllib; no `docker exec`, no CLI start), from scripts/up's start to the run's end. It
+# waits for scripts/up to write the admin token, polls se-02 every 0.1 s until it is
+# online with its interfaces, submits at once, and polls the run every 0.2 s until it
+# is final. (A python3 started per poll, as before 2026-11-28, took 0.3-0.5 s a poll
+# while the fleet started, and a second to see se-02 online and submit.) Each poll costs
+# a few milliseconds of CPU, little of the start it measures.
+# Prints "ONLINE_EPOCH RUN_ID DONE_EPOCH"; exits 1 when scripts/up (pid UP_PID) ends
+# before se-02 is online.
+first_run() {  # first_run ENV_FILE UP_PID
+    python3 - "$1" "$2" "$URL" <<'PY'
+import json, os, sys, time, urllib.request
+env_file, up_pid, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def alive():
+    try:
+        os.kill(up_pid, 0)
+        return True
+    except OSError:
+        return False
+token = None
+while token is None:
+    try:
+        token = next((line.split("=", 1)[1].strip() for line in open(env_file)
+                      if line.startswith("TESTBED_ADMIN_TOKEN=")), None)
+    except OSError:
+        pass
+    if token is None:
+        if not alive():
+            sys.exit("scripts/up ended before it wrote the admin token")
+        time.sleep(0.1)
 def call(method, path, body=None):
     req = urllib.request.Request(url + path, method=method,
                                  data=None if body is None else json.dumps(body).encode(),
                                  headers={"Authorization": "Bearer " + token,
                                           "Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req, timeout=5))
-if what == "ONLINE":  # node ARG is online with its interfaces (not yet: exit 1)
+while True:  # se-02 online with its interfaces
     try:
-        n = call("GET", "/api/v1/nodes/" + arg)
-    except OSError:
-        sys.exit(1)
-    sys.exit(0 if n["health"] == "online" and n["interfaces"] else 1)
-if what == "SUBMIT":  # one 10 s TAT run on ARG's op0; prints its id
-    print(call("POST", "/api/v1/runs", {"experiment": "tat", "node": arg, "interface": "op0",
-                                        "parameters": {"duration_s": 10}})["id"])
-if what == "WAIT":  # until run ARG is final (polled every 0.2 s, at most 300 s)
-    end = time.monotonic() + 300
-    while time.monotonic() < end:
-        if call("GET", "/api/v1/runs/" + arg)["state"] in (
-                "done", "failed", "cancelled", "expired"):
+        n = call("GET", "/api/v1/nodes/se-02")
+        if n["health"] == "online" and n["interfaces"]:
             break
-        time.sleep(0.2)
+    except (OSError, ValueError):
+        pass
+    if not alive():
+        sys.exit("scripts/up --no-demo ended, se-02 not online")
+    time.sleep(0.1)
+online = time.time()
+run = call("POST", "/api/v1/runs", {"experiment": "tat", "node": "se-02", "interface": "op0",
+                                    "parameters": {"duration_s": 10}})["id"]
+end = time.monotonic() + 300
+while time.monotonic() < end:
+    if call("GET", "/api/v1/runs/" + run)["state"] in ("done", "failed", "cancelled", "expired"):
+        break
+    time.sleep(0.2)
+print(f"{online:.3f} {run} {time.time():.3f}")
 PY
 }
 first_done() {  # first_done T0: seconds from T0 (epoch) to the earliest run's done event
@@ -159,14 +182,8 @@ docker events --filter type=container --filter event=create --filter event=start
 events_pid=$!
 (cd "$clone" && env "${fresh_env[@]}" scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1 &
 up_pid=$!
-until host_api ONLINE se-02 >/dev/null 2>&1; do
-    kill -0 "$up_pid" 2>/dev/null || { wait "$up_pid" || true; echo "error: scripts/up --no-demo ended, se-02 not online (log: $out/warm-$sha.log)" >&2; exit 1; }
-    sleep 0.2
-done
-t_online=$(date +%s.%N)
-run=$(host_api SUBMIT se-02)
-host_api WAIT "$run"
-t_warm=$(date +%s.%N)
+read -r t_online run t_warm < <(first_run "$clone/deploy/.secrets/compose.env" "$up_pid") \
+    || { wait "$up_pid" || true; echo "error: no first run (log: $out/warm-$sha.log)" >&2; exit 1; }
 wait "$up_pid" || echo "note: scripts/up --no-demo exited non-zero (log: $out/warm-$sha.log)"
 t_up=$(date +%s.%N)
 kill "$events_pid" 2>/dev/null || true
