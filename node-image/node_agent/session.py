@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -143,8 +144,7 @@ class RunSession:
             baseline = self.counters.read(self.spec.interface)
         except InterfaceMissing as e:
             raise RunnerError(f"cannot meter the run's interface: {e}") from e
-        for sidecar in self.sidecars:
-            sidecar.prestart()
+        self._prestart()
         if self.quota is not None:
             self.quota.arm()
         try:
@@ -153,6 +153,19 @@ class RunSession:
             self._exited()
             if self.quota is not None:
                 self.quota.disarm()
+
+    def _prestart(self) -> None:
+        """Every sidecar's prestart at once: each waits for its own capture to listen
+        (the node's tcpdump; the server's, over HTTP), a few tenths of a second each
+        on a loaded node, and the container's start waited for them one after the
+        other. A prestart's exception is raised here as it would be in turn."""
+        if len(self.sidecars) < 2:
+            for sidecar in self.sidecars:
+                sidecar.prestart()
+            return
+        with ThreadPoolExecutor(len(self.sidecars), thread_name_prefix="prestart") as pool:
+            for started in [pool.submit(sidecar.prestart) for sidecar in self.sidecars]:
+                started.result()
 
     def _exited(self) -> None:
         for sidecar in self.sidecars:

@@ -98,3 +98,52 @@ def test_a_stop_that_crosses_the_experiments_own_end_keeps_its_results(
                          clock=lambda: NOW).run(on_running=lambda: None, stop=stop)
     assert outcome.state == RunState.UPLOADING, outcome.reason
     assert outcome.exit_code == 0
+
+
+class MeetingSidecar:
+    """A sidecar whose prestart returns only once every other one's has begun (each
+    capture waits for its own tcpdump to listen): started one after the other, the
+    first would wait for the second forever, and the barrier breaks."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier = barrier
+        self.met = False
+        self.done_at = 0.0
+
+    def prestart(self) -> None:
+        try:
+            self.barrier.wait()
+            self.met = True
+        except threading.BrokenBarrierError:
+            pass
+        self.done_at = time.monotonic()
+
+    def exited(self) -> None:
+        pass
+
+    def finish(self, run_dir: Path) -> None:
+        pass
+
+
+class StartNotingEngine(EndingEngine):
+    def start(self, container: ContainerId) -> None:
+        self.started_at = time.monotonic()
+        super().start(container)
+
+
+def test_the_sidecars_start_together_and_the_container_after_both(tmp_path: Path) -> None:
+    """The node's and the server's captures each wait for their tcpdump to listen, a
+    few tenths of a second on a loaded node: the container's start, every run's, waited
+    for the two in turn (bench/RESULTS.md)."""
+    config = agent(tmp_path, RunOutcome(RunState.UPLOADING, "unused")).config
+    spec = build_spec(assignment(), config, interface_address="10.0.0.2")
+    barrier = threading.Barrier(2, timeout=5)
+    sidecars = [MeetingSidecar(barrier), MeetingSidecar(barrier)]
+    engine = StartNotingEngine(after_s=0)
+    outcome = RunSession(spec, tmp_path / "run", engine=engine, counters=Still(),
+                         interfaces=["op0"], sidecars=sidecars,
+                         meter_interval_s=METER_INTERVAL_S,
+                         clock=lambda: NOW).run(on_running=lambda: None, stop=StopRequest())
+    assert outcome.state == RunState.UPLOADING, outcome.reason
+    assert all(s.met for s in sidecars)
+    assert engine.started_at >= max(s.done_at for s in sidecars)
