@@ -145,8 +145,6 @@ class RunSession:
         except InterfaceMissing as e:
             raise RunnerError(f"cannot meter the run's interface: {e}") from e
         self._prestart()
-        if self.quota is not None:
-            self.quota.arm()
         try:
             return self._run(container, on_running, stop, before, baseline)
         finally:
@@ -155,16 +153,21 @@ class RunSession:
                 self.quota.disarm()
 
     def _prestart(self) -> None:
-        """Every sidecar's prestart at once: each waits for its own capture to listen
-        (the node's tcpdump; the server's, over HTTP), a few tenths of a second each
-        on a loaded node, and the container's start waited for them one after the
-        other. A prestart's exception is raised here as it would be in turn."""
-        if len(self.sidecars) < 2:
-            for sidecar in self.sidecars:
-                sidecar.prestart()
+        """What comes before the container's start, all at once: each sidecar's
+        prestart, which waits for its own capture to listen (the node's tcpdump; the
+        server's, over HTTP), and the kernel quota's arming (nft in the node's
+        namespace), each a few tenths of a second on a loaded node; the container's
+        start waited for them one after the other. An exception is raised here as it
+        would be in turn."""
+        steps: list[Callable[[], object]] = [sidecar.prestart for sidecar in self.sidecars]
+        if self.quota is not None:
+            steps.append(self.quota.arm)
+        if len(steps) < 2:
+            for step in steps:
+                step()
             return
-        with ThreadPoolExecutor(len(self.sidecars), thread_name_prefix="prestart") as pool:
-            for started in [pool.submit(sidecar.prestart) for sidecar in self.sidecars]:
+        with ThreadPoolExecutor(len(steps), thread_name_prefix="prestart") as pool:
+            for started in [pool.submit(step) for step in steps]:
                 started.result()
 
     def _exited(self) -> None:
