@@ -14,7 +14,7 @@ Which routes need a token is read from the app's routes themselves: a route whos
 dependencies include the ``Token`` security scheme (which
 :func:`~orchestrator.api.deps.bearer` declares) needs one, so a new route cannot be
 forgotten here. These are the routes and the schemes the OpenAPI document lists, so
-what is documented is what is enforced (tests/unit/test_guard_rules.py holds the two
+what is documented is what is enforced (tests/integration/test_guard_document.py holds the two
 equal); the document itself is not built for it: that took 0.6 s of CPU at each
 replica's start, before it could serve (bench/RESULTS.md).
 """
