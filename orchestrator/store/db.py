@@ -4,6 +4,7 @@ reaper and CLI can share one file; PostgreSQL keeps its pool's connections open.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,12 +44,30 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+#: The server's own words when it refuses a login (libpq gives no SQLSTATE for a
+#: connection that failed; these are PostgreSQL's messages for class 28, in English, the
+#: server image's default). "database ... does not exist" is not among them: a server
+#: being initialised makes its database after it first answers.
+_REFUSED = re.compile(r'password authentication failed for user "[^"]*"'
+                      r'|role "[^"]*" does not exist|no pg_hba\.conf entry[^\n]*')
+
+
+class DatabaseRefused(RuntimeError):
+    """The database answered and refused this orchestrator's credentials: waiting for it
+    cannot help."""
+
+
 def wait_for_database(url: str, within_s: float, *, pause_s: float = 0.2) -> None:
     """Return once the database accepts a connection, trying for up to ``within_s``
     seconds (then its error). An orchestrator started beside its database (the compose
     stack, a pod beside its PostgreSQL) imports and loads its catalogue meanwhile, and
     connects as soon as the server listens, instead of being started only once a health
-    check has found the server ready."""
+    check has found the server ready.
+
+    A server that refuses the user or password (SQLSTATE class 28: ``_REFUSED``) raises
+    :class:`DatabaseRefused` at once: the commonest cause is a data volume made with
+    another password (a new checkout's secrets beside an old checkout's volume), which
+    waiting never mends, and the wait used to end a minute later in the same error."""
     engine = create_engine(url, poolclass=pool.NullPool)
     deadline = time.monotonic() + within_s
     said = False
@@ -58,6 +77,13 @@ def wait_for_database(url: str, within_s: float, *, pause_s: float = 0.2) -> Non
                 with engine.connect():
                     return
             except OperationalError as e:
+                if refusal := _REFUSED.search(str(e.orig)):
+                    raise DatabaseRefused(
+                        f"the database refused this orchestrator's credentials "
+                        f"({refusal.group(0)}): the user or password in "
+                        "TESTBED_DATABASE_URL is not the database's. A PostgreSQL data volume "
+                        "keeps the password it was made with; with compose, scripts/down "
+                        "--volumes deletes it (and its data)") from e
                 if time.monotonic() >= deadline:
                     raise
                 if not said:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from orchestrator.store.db import wait_for_database
+from orchestrator.store.db import DatabaseRefused, wait_for_database
 from tests.integration import postgres
 from tests.integration.live import free_port
 
@@ -31,3 +31,14 @@ def test_it_gives_up_after_its_bound_with_the_error() -> None:
     url = f"postgresql+psycopg://u:p@127.0.0.1:{free_port()}/none"
     with pytest.raises(OperationalError):
         wait_for_database(url, 0.3, pause_s=0.05)
+
+
+def test_refused_credentials_end_the_wait_at_once_with_what_to_do(postgres_url: str) -> None:
+    """A role the server does not know is refused (SQLSTATE 28000), as a password it does
+    not hold is (28P01): no amount of waiting mends either."""
+    url = postgres_url.replace("postgres@", "nobody@", 1).format(db="postgres")
+    began = time.monotonic()
+    what = r'role "nobody" does not exist.*scripts/down --volumes'
+    with pytest.raises(DatabaseRefused, match=what):
+        wait_for_database(url, 30, pause_s=0.05)
+    assert time.monotonic() - began < 10
