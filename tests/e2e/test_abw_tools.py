@@ -16,8 +16,9 @@ whenever the 2-core host runs something else at that moment. A late second packe
 reads as cross traffic: one 1 ms late pulls a 100-pair mean down by 6 % of C. On the
 machine of 2026-11-27 the cell read +5.8, +5.3 and -8.4 %; on the one of 2026-11-28,
 with the same code, -5.6 % to -84.4 % over 15 runs, and with linkem's state files on
-a tmpfs still half the runs more than 15 % low (experiments/abw-tools/README.md, "The control link's 200-byte pairs").
-So that cell is held to no bound: the test checks it was estimated and prints it.
+a tmpfs still half the runs more than 15 % low (experiments/abw-tools/README.md, "The
+control link's 200-byte pairs"). So that cell is held to no bound: the test checks it
+was estimated and prints it.
 
 Kept short for CI: three repetitions (each cell three times, in alternating orders,
 among four 4 s TATs; spruce-like at 1400 B read -13.9 % once on the uncapped link and
