@@ -181,7 +181,7 @@ docker events --filter type=container --filter event=create --filter event=start
     --format '{{.TimeNano}} {{.Action}} {{.Actor.Attributes.name}}' >"$work/events" &
 events_pid=$!
 # Whatever ends the bench ends the watcher too: left running, it held the caller's lock.
-trap 'kill "$events_pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$events_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 (cd "$clone" && env "${fresh_env[@]}" scripts/up --no-demo) > >(stamp "$t1" >"$out/warm-$sha.log") 2>&1 &
 up_pid=$!
 read -r t_online run t_warm < <(first_run "$clone/deploy/.secrets/compose.env" "$up_pid") \
