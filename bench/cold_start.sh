@@ -205,7 +205,7 @@ load_warm="$(uptime | sed 's/.*load average: //')"
 # Finer than the containers' events: the first replica's and se-02's own log lines and
 # the run's state changes, each in seconds since scripts/up started (build/bench/).
 {
-    for c in testbed-orchestrator testbed-node-se-02; do
+    for c in testbed-orchestrator testbed-postgres testbed-node-se-02; do
         docker logs -t "$c" 2>&1 | sed "s/^\([^ ]*\) /\1 $c: /"
     done
     admin --json run show "$run" | python3 -c '

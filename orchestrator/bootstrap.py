@@ -5,6 +5,7 @@ the API app and by the CLI alike."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 
 from orchestrator.archive.store import Archive
@@ -23,12 +24,15 @@ log = logging.getLogger(__name__)
 
 
 def build_context(settings: Settings, clock: Clock | None = None) -> Context:
+    steps = _Steps()
     # A broken fleet file stops the start before anything is opened.
     fleet = (load_fleet(settings.fleet.file, settings.fleet.token_hashes)
              if settings.fleet.file is not None else [])
     if settings.database_wait_s:
         wait_for_database(settings.database_url, settings.database_wait_s)
+        steps.done("database")
     upgrade(settings.database_url)
+    steps.done("schema")
     archive = Archive(settings.archive_dir, settings.upload_dir)
     archive.prepare()
     clock = clock or SystemClock()
@@ -41,9 +45,30 @@ def build_context(settings: Settings, clock: Clock | None = None) -> Context:
         started_at=clock.now(),
         timeseries=timeseries_client(settings),
     )
+    steps.done("catalogue")
     bootstrap_rows(ctx.db, clock.now())
     bootstrap_fleet(ctx.db, fleet, clock.now())
+    steps.done("administrator and fleet")
+    log.info("context ready in %s", steps)
     return ctx
+
+
+class _Steps:
+    """How long each step of the start took, for one log line: a slow start (a database
+    that took long to accept connections, a schema migrated) says where it went."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+        self._took: list[tuple[str, float]] = []
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self._took.append((step, now - self._last))
+        self._last = now
+
+    def __str__(self) -> str:
+        total = sum(t for _, t in self._took)
+        return f"{total:.2f} s (" + ", ".join(f"{n} {t:.2f} s" for n, t in self._took) + ")"
 
 
 def bootstrap_rows(db: Database, now: datetime) -> None:

@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
+from orchestrator import logconfig
 from orchestrator.api import (
     errors,
     guard,
@@ -208,6 +209,7 @@ def from_environment() -> FastAPI:
     """The app from ``TESTBED_*`` variables: what each of several uvicorn worker
     processes builds for itself (``testbed serve --workers N``). Every worker runs the
     background loops, as separate replicas would."""
+    logconfig.configure()  # a worker is a new process: serve's configuration is not here
     return create_app(Settings())
 
 

@@ -7,6 +7,8 @@ other command talks to the API at ``--url`` / ``TESTBED_URL`` with ``--token`` /
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 from orchestrator.cli.campaigns import campaign, results_cmd
@@ -36,10 +38,14 @@ def serve(workers: int) -> None:
     """Run the orchestrator (settings from TESTBED_* variables)."""
     import uvicorn
 
+    from orchestrator import logconfig
     from orchestrator.api.app import create_app
     from orchestrator.settings import Settings
 
+    logconfig.configure()
     settings = Settings()
+    logging.getLogger("orchestrator").info(
+        "serving on %s:%d, %d worker(s)", settings.host, settings.port, workers)
     if workers > 1 and settings.database_url.startswith("sqlite"):
         raise click.UsageError("several workers need PostgreSQL: set TESTBED_DATABASE_URL to "
                                "a postgresql+psycopg:// URL, or serve with one worker")

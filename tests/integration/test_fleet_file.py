@@ -5,6 +5,7 @@ plane register at its first answer (services.fleetfile)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from orchestrator.api.app import create_app
 from orchestrator.settings import FleetSettings
 from testbed_common import wire
 from tests.conftest import REPO, ManualClock
+from tests.integration import live
 from tests.integration.conftest import ADMIN, Api, make_settings
 
 FLEET = REPO / "deploy" / "fleet" / "nodes.yaml"
@@ -78,3 +80,20 @@ def test_a_bad_token_hash_stops_the_start(
 ) -> None:
     with pytest.raises(ValueError, match=why), _started(tmp_path, clock, database_url, hashes):
         pass
+
+
+def test_the_served_orchestrator_says_what_it_made_and_how_long_its_start_took(
+    tmp_path: Path
+) -> None:
+    """An operator reads `docker logs` of a replica: its INFO lines are there (before,
+    Python dropped them: no handler), the fleet file's nodes it made, and the start's
+    steps with their times."""
+    hashes = f"se-02={_sha('d' * 20 + '-se02-token')}"
+    with live.orchestrator(tmp_path, TESTBED_FLEET__FILE=str(FLEET),
+                           TESTBED_FLEET__TOKEN_HASHES=hashes):
+        pass
+    said = (tmp_path / "orchestrator.log").read_text()
+    assert re.search(r" INFO orchestrator: serving on 127\.0\.0\.1:\d+, 1 worker", said), said
+    assert " INFO orchestrator.bootstrap: provisioned from the fleet file: se-02\n" in said, said
+    assert re.search(r"context ready in [0-9.]+ s \((database [0-9.]+ s, )?schema [0-9.]+ s, "
+                     r"catalogue [0-9.]+ s, administrator and fleet [0-9.]+ s\)", said), said
