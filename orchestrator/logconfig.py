@@ -20,3 +20,7 @@ def configure() -> None:
     stderr. Called by ``testbed serve`` and by each worker process it starts."""
     level = os.environ.get("TESTBED_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format=FORMAT, stream=sys.stderr)
+    # httpx says every request at INFO: each write of ingest to InfluxDB, every 2 s in
+    # the compose stack. Kept for DEBUG.
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("httpx").setLevel(logging.WARNING)

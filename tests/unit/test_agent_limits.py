@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime, timedelta
 
-from node_agent.backoff import Backoff
+import pytest
+
+from node_agent.backoff import Backoff, register_backoff
 from node_agent.clock import clock_offset_s
 from node_agent.interfaces import Counters
 from node_agent.limits import Usage, exit_reason
@@ -48,3 +51,17 @@ def test_backoff_grows_to_its_cap_with_jitter() -> None:
     b.reset()
     assert b.failures == 0 and b.next_delay() <= 1.0
 
+
+
+def test_registration_tries_often_while_its_orchestrator_starts_then_backs_off() -> None:
+    """A node started beside its orchestrator registers within a fifth of a second of its
+    first answer for the first five seconds; a node whose orchestrator stays away slows
+    down to its cap (no thundering herd)."""
+    b = register_backoff(60)
+    b.jitter = 0.0
+    delays = [b.next_delay() for _ in range(60)]
+    assert all(d == 0.2 for d in delays[:25])
+    assert sum(delays[:25]) == pytest.approx(5.0)
+    assert delays[25] == 0.2 and delays[26] == pytest.approx(0.25)
+    assert delays[-1] == 60
+    assert all(a <= b for a, b in itertools.pairwise(delays))
