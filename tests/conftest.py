@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -84,6 +85,13 @@ def require(condition: bool, why: str) -> None:
 
 def require_root(what: str) -> None:
     require(os.geteuid() == 0, f"needs root for {what}")
+
+
+def require_docker(what: str) -> None:
+    """Go on if a Docker engine answers (``docker info``); else :func:`unavailable`."""
+    ok = shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True).returncode == 0
+    require(ok, f"{what} need a running Docker engine (docker info failed)")
 
 
 def require_tools(*tools: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -16,17 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO, require
+from tests.conftest import REPO, require_docker
 from tests.conftest import story as story  # the e2e tests import it from here
 
 URL = "http://127.0.0.1:8080"
 FINAL = {"done", "failed", "cancelled", "expired"}
-
-
-def _docker_ok() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
 def _env() -> dict[str, str]:
@@ -107,8 +100,7 @@ def script(name: str, *args: str, timeout: float = 900) -> None:
 
 @pytest.fixture(scope="session")
 def fleet() -> Iterator[Fleet]:
-    require(_docker_ok(), "the end-to-end tests need a running Docker engine "
-            "(docker info failed)")
+    require_docker("the end-to-end tests")
     if os.environ.get("TESTBED_E2E_STACK") != "up":
         script("down", "--volumes")
         script("up", "--no-demo")

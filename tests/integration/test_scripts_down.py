@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.conftest import REPO, require, require_docker
 
 IMAGE = "debian:bookworm-slim"  # the base image scripts/build-images.sh makes
 
@@ -35,8 +35,7 @@ def exists(kind: str, name: str) -> bool:
 def project(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A project name and a copy of the repository's scripts and compose file (down
     --volumes deletes the copy's deploy/.secrets, not the checkout's)."""
-    require(shutil.which("docker") is not None and docker("info", check=False).returncode == 0,
-            "scripts/down's tests need a running Docker engine")
+    require_docker("scripts/down's tests")
     require(exists("image", IMAGE), f"needs the image {IMAGE} (scripts/build-images.sh)")
     name = f"tbdown{uuid.uuid4().hex[:8]}"
     shutil.copytree(REPO / "scripts", tmp_path / "scripts")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.conftest import REPO, require_docker
 
 pytestmark = pytest.mark.docker
 
@@ -21,9 +21,7 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def project() -> Iterator[str]:
     """A compose project name of its own, with a PostgreSQL volume already made."""
-    require(shutil.which("docker") is not None
-            and subprocess.run(["docker", "info"], capture_output=True).returncode == 0,
-            "a Docker engine")
+    require_docker("scripts/up's volume check")
     name = f"upvol{uuid.uuid4().hex[:10]}"
     subprocess.run(["docker", "volume", "create", f"{name}_postgres-data"],
                    check=True, capture_output=True)
