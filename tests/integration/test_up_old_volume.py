@@ -38,7 +38,7 @@ def test_a_new_checkout_beside_an_old_database_volume_stops_with_what_to_do(
     done = subprocess.run([str(checkout / "scripts/up"), "--no-demo"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert f"the volume {project}_postgres-data holds a database that another checkout made" \
+    assert f"the volume {project}_postgres-data holds a database made with a password that" \
         in done.stderr, done.stderr
     assert "scripts/down --volumes" in done.stderr
     # nothing was built or started for it
