@@ -91,7 +91,7 @@ def require_docker(what: str) -> None:
     """Go on if a Docker engine answers (``docker info``); else :func:`unavailable`."""
     ok = shutil.which("docker") is not None and subprocess.run(
         ["docker", "info"], capture_output=True).returncode == 0
-    require(ok, f"{what} need a running Docker engine (docker info failed)")
+    require(ok, f"{what}: no running Docker engine (docker info failed)")
 
 
 def require_tools(*tools: str) -> None:

@@ -44,11 +44,11 @@ def serve(workers: int) -> None:
 
     logconfig.configure()
     settings = Settings()
-    logging.getLogger("orchestrator").info(
-        "serving on %s:%d, %d worker(s)", settings.host, settings.port, workers)
     if workers > 1 and settings.database_url.startswith("sqlite"):
         raise click.UsageError("several workers need PostgreSQL: set TESTBED_DATABASE_URL to "
                                "a postgresql+psycopg:// URL, or serve with one worker")
+    logging.getLogger("orchestrator").info(
+        "serving on %s:%d, %d worker(s)", settings.host, settings.port, workers)
     if workers == 1:
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                     log_level="info", access_log=False)
