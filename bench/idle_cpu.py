@@ -10,7 +10,10 @@ entries hide their I/O):
     python3 bench/idle_cpu.py [--windows 3] [--seconds 10]
 
 Counts processes alive at both ends of a window; short-lived ones (health checks'
-execs) are missed, so the total is a lower bound. Linux only; standard library only.
+execs) are missed, so that total is a lower bound. Beside it, the whole host's busy time
+from /proc/stat over the same window (every process, the kernel's and the hypervisor's
+steal included): the difference is mostly the processes that started and ended within
+it. Linux only; standard library only.
 """
 
 from __future__ import annotations
@@ -48,11 +51,21 @@ def _group(name: str) -> str:
     return name
 
 
-def window(seconds: float) -> tuple[float, collections.Counter[str], collections.Counter[str]]:
-    """(elapsed s, CPU ticks by name, bytes written by name) over one window."""
+def _host_busy() -> int:
+    """Ticks the host's CPUs spent on anything but idle and I/O wait, since boot."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4]
+
+
+def window(seconds: float) -> tuple[float, int, collections.Counter[str],
+                                    collections.Counter[str]]:
+    """(elapsed s, the host's busy ticks, CPU ticks by name, bytes written by name) over
+    one window."""
     before = _snapshot()
+    busy = _host_busy()
     t0 = time.monotonic()
     time.sleep(seconds)
+    busy = _host_busy() - busy
     after = _snapshot()
     elapsed = time.monotonic() - t0
     cpu: collections.Counter[str] = collections.Counter()
@@ -63,7 +76,7 @@ def window(seconds: float) -> tuple[float, collections.Counter[str], collections
             continue
         cpu[_group(name)] += ticks - old[1]
         disk[_group(name)] += written - old[2]
-    return elapsed, cpu, disk
+    return elapsed, busy, cpu, disk
 
 
 def main() -> None:
@@ -74,9 +87,10 @@ def main() -> None:
     hz = os.sysconf("SC_CLK_TCK")
     print(f"load average before: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     for k in range(args.windows):
-        elapsed, cpu, disk = window(args.seconds)
+        elapsed, busy, cpu, disk = window(args.seconds)
         total = sum(cpu.values()) / hz / elapsed
-        print(f"window {k + 1}: {total:.2f} of a core in all")
+        print(f"window {k + 1}: {total:.2f} of a core in all long-lived processes, "
+              f"{busy / hz / elapsed:.2f} for the whole host")
         for name, ticks in cpu.most_common(8):
             print(f"    {name:<28} {ticks / hz / elapsed:5.2f} core")
         top = ", ".join(f"{n} {b / elapsed / 1e3:.0f} kB/s" for n, b in disk.most_common(4) if b)
