@@ -75,8 +75,11 @@ def _schemes(dependant: Dependant) -> Iterator[str]:
     """The security schemes among a route's dependencies, however deeply nested (as
     FastAPI's OpenAPI document collects them)."""
     for dep in dependant.dependencies:
-        if isinstance(dep.call, SecurityBase):
-            yield dep.call.scheme_name
+        # Typed as a plain callable; the security schemes (HTTPBearer and the like) are
+        # callable subclasses of SecurityBase, which mypy does not see as callable.
+        call: object = dep.call
+        if isinstance(call, SecurityBase):
+            yield call.scheme_name
         yield from _schemes(dep)
 
 

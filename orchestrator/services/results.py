@@ -140,9 +140,3 @@ def measured_in_bundle(ctx: Context, contents: BundleContents) -> int | None:
     if isinstance(used, int) and not isinstance(used, bool) and used >= 0:
         return used
     return None
-    if not isinstance(doc, dict) or doc.get("started_at") is None:
-        return None
-    used = doc.get("bytes_used")
-    if isinstance(used, int) and not isinstance(used, bool) and used >= 0:
-        return used
-    return None
