@@ -21,10 +21,11 @@ lost; ``written`` says how many went in before the failure).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -50,14 +51,16 @@ class TimeSeriesRejected(TimeSeriesError, Invalid):
     """The store refused the request as sent; retrying the same request will not help."""
 
 
+#: Which of the two users a request goes as.
+Role = Literal["writer", "reader"]
 #: What to set when the writer's or the reader's credential is refused or missing: the
 #: orchestrator's settings (orchestrator/settings.py, InfluxSettings).
-SETTINGS_OF = {
+SETTINGS_OF: dict[Role, str] = {
     "writer": "TESTBED_INFLUX__WRITER__USERNAME and TESTBED_INFLUX__WRITER__PASSWORD",
     "reader": "TESTBED_INFLUX__READER__USERNAME and TESTBED_INFLUX__READER__PASSWORD",
 }
 #: The privilege each role needs on the database.
-PRIVILEGE_OF = {"writer": "WRITE", "reader": "READ"}
+PRIVILEGE_OF: dict[Role, str] = {"writer": "WRITE", "reader": "READ"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ class InfluxClient:
     # --- requests -------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, params: dict[str, str],
-                 content: bytes | None = None, what: str, role: str) -> httpx.Response:
+                 content: bytes | None = None, what: str, role: Role) -> httpx.Response:
         delay = self.backoff_s
         last = ""
         for attempt in range(self.retries + 1):
@@ -161,14 +164,14 @@ class InfluxClient:
             "the archive and can be written again (rebuild the time series from it)."
         )
 
-    def _credential(self, role: str) -> Credential | None:
+    def _credential(self, role: Role) -> Credential | None:
         return self.writer if role == "writer" else self.reader
 
-    def _auth(self, role: str) -> httpx.BasicAuth | None:
+    def _auth(self, role: Role) -> httpx.BasicAuth | None:
         cred = self._credential(role)
         return httpx.BasicAuth(cred.username, cred.password) if cred else None
 
-    def _rejected(self, r: httpx.Response, what: str, role: str) -> str:
+    def _rejected(self, r: httpx.Response, what: str, role: Role) -> str:
         text = _error_text(r)
         cred = self._credential(role)
         if r.status_code == 401 and cred is None:
@@ -179,6 +182,12 @@ class InfluxClient:
             return (f"InfluxDB at {self.url} refused the {role} {cred.username!r} for "
                     f"{what} ({text}): a wrong username or password; set {SETTINGS_OF[role]} "
                     "to the store's (docs/security.md says who holds which).")
+        needed = re.search(r"requires (READ|WRITE|admin)", text)
+        if r.status_code == 403 and needed and needed.group(1) != PRIVILEGE_OF[role]:
+            # e.g. a DROP sent as a query: the reader has READ only, by design.
+            return (f"InfluxDB at {self.url} refused {what} as the {role}: {text}. The "
+                    f"{role} has {PRIVILEGE_OF[role]} on {self.database!r} only, by design "
+                    "(docs/security.md).")
         if r.status_code == 403:
             who = f"the {role} {cred.username!r}" if cred else "an anonymous request"
             return (f"InfluxDB at {self.url} does not let {who} make {what} ({text}): "
@@ -220,7 +229,7 @@ class InfluxClient:
         ``epoch`` integers."""
         return self._query(influxql, epoch=epoch, role="reader")
 
-    def _query(self, influxql: str, *, epoch: str = "ns", role: str) -> list[Series]:
+    def _query(self, influxql: str, *, epoch: str = "ns", role: Role) -> list[Series]:
         """POST, because 1.x only takes CREATE/DROP statements that way."""
         r = self._request("POST", "/query",
                           params={"db": self.database, "q": influxql, "epoch": epoch},

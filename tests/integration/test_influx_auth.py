@@ -86,8 +86,9 @@ def test_the_reader_queries_and_can_neither_write_nor_drop(
         # What the pages send goes through query(): even a DROP there is the reader's.
         for statement in ("DROP SERIES FROM m", f'DROP DATABASE "{DB}"',
                           "DROP MEASUREMENT m", 'CREATE USER "x" WITH PASSWORD \'y\''):
-            with pytest.raises(TimeSeriesRejected, match="not authorized"):
+            with pytest.raises(TimeSeriesRejected, match="not authorized") as refused:
                 c.query(statement)
+            assert "READ on 'auth_test' only, by design" in str(refused.value)
     assert count(server) == 1
 
 
