@@ -47,7 +47,6 @@ from orchestrator.analysis.flows import analyse_capture  # noqa: E402
 from orchestrator.analysis.packets import decode  # noqa: E402
 from orchestrator.analysis.pcap import iter_frames, read_capture  # noqa: E402
 from orchestrator.services.flowtool import analyse_file, find_tool  # noqa: E402
-from orchestrator.timeseries.influx import InfluxClient  # noqa: E402
 from orchestrator.timeseries.schema import TAT, RunContext, point  # noqa: E402
 from tests.integration import influxd  # noqa: E402
 
@@ -248,7 +247,7 @@ def bench_influx(args: argparse.Namespace) -> None:
     print("| --- | ---: | ---: | ---: |")
     with influxd.running() as server:
         for batch in (5000, 1000):
-            with InfluxClient(server.url, f"bench{batch}", batch_size=batch) as c:
+            with server.client(f"bench{batch}", batch_size=batch) as c:
                 c.create_database()
                 t = time.perf_counter()
                 c.write(points)

@@ -253,7 +253,8 @@ def ingested(db_url: str, runs: list[str]) -> int:
 
 def run_phase(work: Path, pg: str, influx_url: str | None, processes: int, n: int,
               uploaders: int, captures: Path, tat: dict[str, Any],
-              count: WriteCount | None, timeout_s: float) -> Phase:
+              count: WriteCount | None, timeout_s: float,
+              store: influxd.Influxd | None = None) -> Phase:
     tag = f"p{processes}{'i' if influx_url else 'a'}"
     root = work / tag
     db_url = postgres.create_database(pg, f"bench_{tag}_{uuid.uuid4().hex[:6]}")
@@ -264,7 +265,13 @@ def run_phase(work: Path, pg: str, influx_url: str | None, processes: int, n: in
            "TESTBED_INFLUX__DATABASE": f"bench_{tag}",
            "TESTBED_INFLUX__INGEST_INTERVAL_S": "0.5"}
     if influx_url:
-        env["TESTBED_INFLUX__URL"] = influx_url
+        assert store is not None
+        writer, reader = store.provision(f"bench_{tag}")  # the users a deployment has
+        env |= {"TESTBED_INFLUX__URL": influx_url,
+                "TESTBED_INFLUX__WRITER__USERNAME": writer.username,
+                "TESTBED_INFLUX__WRITER__PASSWORD": writer.password,
+                "TESTBED_INFLUX__READER__USERNAME": reader.username,
+                "TESTBED_INFLUX__READER__PASSWORD": reader.password}
     with ExitStack() as stack:
         lives = []
         for i in range(processes):
@@ -332,7 +339,7 @@ def main() -> None:
                 for ingest in (False, True):
                     p = run_phase(work, pg, influx_url if ingest else None, processes,
                                   args.bundles, args.uploaders, captures, tat,
-                                  count if ingest else None, args.timeout)
+                                  count if ingest else None, args.timeout, store)
                     phases.append(p)
                     print(f"{processes} process(es), {'full path      ' if ingest else 'upload+archive '}"
                           f"{p.bundles} bundles ({p.bytes_uploaded / p.bundles / 1e6:.2f} MB "

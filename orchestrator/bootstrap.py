@@ -15,10 +15,10 @@ from orchestrator.services.auth import ensure_admin_user
 from orchestrator.services.context import Context
 from orchestrator.services.fleetfile import FleetNode, ensure_fleet, load_fleet
 from orchestrator.services.users import DEFAULT_PROJECT, get_or_create_project
-from orchestrator.settings import Settings
+from orchestrator.settings import InfluxCredential, Settings
 from orchestrator.store.db import Database, make_engine, wait_for_database
 from orchestrator.store.migrate import upgrade
-from orchestrator.timeseries.influx import InfluxClient
+from orchestrator.timeseries.influx import Credential, InfluxClient
 
 log = logging.getLogger(__name__)
 
@@ -95,5 +95,9 @@ def timeseries_client(settings: Settings) -> InfluxClient | None:
     influx = settings.influx
     if influx.url is None:
         return None
-    return InfluxClient(influx.url, influx.database, username=influx.username,
-                        password=influx.password, batch_size=influx.batch_size)
+    return InfluxClient(influx.url, influx.database, writer=_credential(influx.writer),
+                        reader=_credential(influx.reader), batch_size=influx.batch_size)
+
+
+def _credential(cred: InfluxCredential) -> Credential | None:
+    return Credential(cred.username, cred.password or "") if cred.username else None

@@ -176,15 +176,48 @@ class SchedulingSettings(BaseModel):
         return self
 
 
+class InfluxCredential(BaseModel):
+    """One InfluxDB user (HTTP basic auth on the v1 API). Unset (no username): no
+    credential is sent, which only an InfluxDB without authentication accepts."""
+
+    #: Empty is unset, so that a compose file can pass ``${VAR:-}`` through.
+    username: str | None = None
+    password: str | None = None
+
+    @field_validator("username", "password")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def given(self) -> bool:
+        return self.username is not None
+
+
+#: The variables of each InfluxDB credential, for messages that say what to set.
+INFLUX_WRITER_VARS = "TESTBED_INFLUX__WRITER__USERNAME and TESTBED_INFLUX__WRITER__PASSWORD"
+INFLUX_READER_VARS = "TESTBED_INFLUX__READER__USERNAME and TESTBED_INFLUX__READER__PASSWORD"
+
+
 class InfluxSettings(BaseModel):
-    """The time-series store (InfluxDB v1 HTTP API; 2.x and 3.x serve it too)."""
+    """The time-series store (InfluxDB v1 HTTP API; 2.x and 3.x serve it too).
+
+    Two users, each with the least it needs (docs/security.md): the writer (WRITE on
+    ``database``) for ingest, ``testbed timeseries rebuild``, the quota and live
+    metadata points; the reader (READ on it) for every query: the pages and the
+    planner's proxy-mode decisions. A query the pages build can then never write or
+    drop, whatever it holds. Neither is an administrator: the store's own start
+    (deploy/influxdb/influxdb-start) makes the database and both users."""
 
     #: Base URL, e.g. http://influxdb:8086. Unset: no time series are written (the raw
     #: archive is still complete and `testbed timeseries rebuild` can fill them later).
     url: str | None = None
     database: str = "testbed"
-    username: str | None = None
-    password: str | None = None
+    #: WRITE on ``database``. Required with ``url`` outside development.
+    writer: InfluxCredential = InfluxCredential()
+    #: READ on ``database``; a user of its own, not the writer. Required with ``url``
+    #: outside development; in development, unset means queries go as the writer.
+    reader: InfluxCredential = InfluxCredential()
     #: Points per write request; 5000 is InfluxData's recommended batch for 1.x.
     batch_size: int = Field(5000, ge=1)
     #: How often archived runs not yet in the store are retried, seconds.
@@ -193,6 +226,38 @@ class InfluxSettings(BaseModel):
     #: holding a run is taken over after this. Longer than converting and writing the
     #: largest bundle takes (a worker renews right before it writes).
     ingest_lease_s: float = Field(120.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_user_is_gone(cls, data: object) -> object:
+        if isinstance(data, dict) and ({"username", "password"} & set(data)):
+            raise ValueError(
+                "TESTBED_INFLUX__USERNAME and TESTBED_INFLUX__PASSWORD are no longer read: "
+                f"the orchestrator uses two InfluxDB users, set {INFLUX_WRITER_VARS} "
+                f"(WRITE on the database) and {INFLUX_READER_VARS} (READ on it); "
+                "docs/security.md")
+        return data
+
+    def problems(self) -> list[str]:
+        """Why these settings are unfit outside development, one sentence each: every
+        store needs both users (InfluxDB runs with authentication), each with a real
+        password, and the reader may not be the writer."""
+        if self.url is None:
+            return []
+        found = []
+        for role, cred, names in (("writer", self.writer, INFLUX_WRITER_VARS),
+                                  ("reader", self.reader, INFLUX_READER_VARS)):
+            if not cred.given:
+                found.append(f"TESTBED_INFLUX__URL is set but the {role}'s user is not: set "
+                             f"{names} (scripts/up generates them for compose; "
+                             "docs/security.md)")
+            elif (why := weak_secret(cred.password or "")) is not None:
+                found.append(f"the InfluxDB {role}'s password is {why}; {HOW_TO_GENERATE}")
+        if self.writer.given and self.writer.username == self.reader.username:
+            found.append("the InfluxDB reader and writer are the same user: the reader must "
+                         "be a user of its own with READ only, so that what the pages query "
+                         f"can never write ({INFLUX_READER_VARS})")
+        return found
 
 
 class DatasetSettings(BaseModel):
@@ -284,4 +349,6 @@ class Settings(BaseSettings):
                 "TESTBED_METRICS_TOKEN is the placeholder or shorter than 16 characters; "
                 "set a random token (e.g. `openssl rand -hex 24`) or leave it unset"
             )
+        if self.environment != "development" and (found := self.influx.problems()):
+            raise ValueError("; ".join(found) + ", or run with TESTBED_ENVIRONMENT=development")
         return self

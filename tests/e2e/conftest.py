@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -75,16 +76,13 @@ class Fleet:
         return out.stdout
 
     def influx(self, query: str) -> list[list[Any]]:
-        """Rows of an InfluxQL query on the stack's InfluxDB (reached from inside the
-        orchestrator's container: the store is not published on the host)."""
-        code = (
-            "import json, sys, urllib.parse, urllib.request\n"
-            "q = urllib.parse.urlencode({'db': 'testbed', 'q': sys.argv[1]})\n"
-            "print(urllib.request.urlopen('http://influxdb:8086/query?' + q).read().decode())"
-        )
-        out = subprocess.run(["docker", "exec", "testbed-orchestrator", "python3", "-c", code,
-                              query], capture_output=True, text=True, check=True).stdout
-        series = json.loads(out)["results"][0].get("series", [])
+        """Rows of an InfluxQL query on the stack's InfluxDB, as its reader (reached from
+        inside the orchestrator's container: the store is on the stores' network only)."""
+        status, body = influx_request("/query", {"db": "testbed", "q": query},
+                                      user=("testbed_reader",
+                                            env_secret("TESTBED_INFLUXDB_READER_PASSWORD")))
+        assert status == 200, (status, body)
+        series = json.loads(body)["results"][0].get("series", [])
         return [row for s in series for row in s["values"]]
 
     def wait_online(self, node: str, timeout_s: float = 60) -> None:
@@ -92,6 +90,41 @@ class Fleet:
         while self.get(f"/api/v1/nodes/{node}")["health"] != "online":
             assert time.monotonic() < end, f"node {node} not online after {timeout_s}s"
             time.sleep(1)
+
+
+def influx_request(path: str, params: dict[str, str], *, user: tuple[str, str] | None,
+                   body: str | None = None, container: str = "testbed-orchestrator"
+                   ) -> tuple[int, str]:
+    """The status and body of one request to the stack's InfluxDB from inside
+    ``container`` (POST when ``body`` is given), as ``user`` (name, password) or with no
+    credentials. The password goes on the exec's stdin, not on a command line."""
+    code = (
+        "import base64, sys, urllib.error, urllib.parse, urllib.request\n"
+        "path, params, name, body = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]\n"
+        "password = sys.stdin.read()\n"
+        "req = urllib.request.Request('http://influxdb:8086' + path + '?' + params,\n"
+        "    data=body.encode() if body != '-' else None)\n"
+        "if name:\n"
+        "    cred = base64.b64encode(f'{name}:{password}'.encode()).decode()\n"
+        "    req.add_header('Authorization', 'Basic ' + cred)\n"
+        "try:\n"
+        "    r = urllib.request.urlopen(req, timeout=10)\n"
+        "    print(r.status); print(r.read().decode())\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print(e.code); print(e.read().decode())\n"
+    )
+    name, password = user or ("", "")
+    out = subprocess.run(
+        ["docker", "exec", "-i", container, "python3", "-c", code, path,
+         urllib.parse.urlencode(params), name, "-" if body is None else body],
+        input=password, capture_output=True, text=True, check=True).stdout
+    status, _, text = out.partition("\n")
+    return int(status), text.strip()
+
+
+def env_secret(name: str) -> str:
+    """A secret scripts/up generated (deploy/.secrets/compose.env)."""
+    return _env()[name]
 
 
 def script(name: str, *args: str, timeout: float = 900) -> None:

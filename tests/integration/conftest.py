@@ -186,9 +186,9 @@ def store() -> Iterator[influxd.Influxd]:
 
 @pytest.fixture
 def api_influx(tmp_path: Path, clock: ManualClock, store: influxd.Influxd) -> Iterator[Api]:
-    settings = make_settings(tmp_path).model_copy(
-        update={"influx": make_settings(tmp_path).influx.model_copy(
-            update={"url": store.url, "database": "ingest_test"})})
+    base = make_settings(tmp_path)
+    settings = base.model_copy(
+        update={"influx": store.settings("ingest_test", base.influx)})
     app = create_app(settings, clock=clock, reaper=False)
     with TestClient(app) as client:
         yield Api(client, clock, settings)

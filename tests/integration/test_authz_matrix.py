@@ -416,9 +416,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     settings = make_settings(tmp_path)
     with contextlib.ExitStack() as stack:
         if influxd.available() is None:  # a real store when the machine has one
-            url = stack.enter_context(influxd.running()).url
-            settings = settings.model_copy(update={"influx": settings.influx.model_copy(
-                update={"url": url, "database": "authz"})})
+            store = stack.enter_context(influxd.running())
+            settings = settings.model_copy(update={
+                "influx": store.settings("authz", settings.influx)})
         app = create_app(settings, clock=clock, reaper=False)
         with TestClient(app) as client:
             yield build_world(Api(client, clock, settings), tmp_path)

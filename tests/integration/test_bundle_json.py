@@ -101,8 +101,7 @@ def api_influx(tmp_path: Path, clock: ManualClock) -> Iterator[Api]:
     with influxd.running() as store:
         base = make_settings(tmp_path)
         settings = base.model_copy(update={
-            "influx": base.influx.model_copy(
-                update={"url": store.url, "database": "bundle_json"}),
+            "influx": store.settings("bundle_json", base.influx),
             "uploads": base.uploads.model_copy(update={"max_result_json_bytes": 1024**2}),
         })
         app = create_app(settings, clock=clock, reaper=False)

@@ -25,7 +25,6 @@ from node_agent.config import AgentConfig, parse_config
 from node_agent.interfaces import SysfsCounters, snapshot
 from node_agent.metadata.sampler import MetadataSampler, gps_from_config, readers_from_config
 from orchestrator.api.app import create_app
-from orchestrator.settings import InfluxSettings
 from orchestrator.timeseries.influx import InfluxClient
 from testbed_common import wire
 from tests.conftest import ManualClock
@@ -125,7 +124,7 @@ def test_gpsd_position_reaches_the_heartbeat_and_influxdb(
     sampler = MetadataSampler(readers_from_config(config), gps_from_config(config))
     sampler.sample_once()
     with influxd.running() as server:
-        settings = make_settings(tmp_path, influx=InfluxSettings(url=server.url))
+        settings = make_settings(tmp_path, influx=server.settings("gps"))
         app = create_app(settings, clock=clock, reaper=False)
         with TestClient(app) as client:
             api = Api(client, clock, settings)

@@ -42,7 +42,7 @@ def server() -> Iterator[influxd.Influxd]:
 @pytest.fixture
 def client(server: influxd.Influxd, request: pytest.FixtureRequest) -> Iterator[InfluxClient]:
     db = f"t_{request.node.name[:40]}".replace("-", "_").replace("[", "_").replace("]", "")
-    with InfluxClient(server.url, db, batch_size=7, backoff_s=0.01) as c:
+    with server.client(db, batch_size=7, backoff_s=0.01) as c:
         c.create_database()
         yield c
 
@@ -108,7 +108,7 @@ def test_refusals_are_not_retried_and_say_what_to_do(
     with pytest.raises(TimeSeriesRejected, match="field type conflict") as info:
         client.write([Point("m", {"v": "text"}, T0 + 1)])
     assert isinstance(info.value, Invalid)
-    with InfluxClient(server.url, "no_such_db") as other, \
+    with InfluxClient(server.url, "no_such_db", writer=server.admin) as other, \
             pytest.raises(TimeSeriesRejected, match="create it"):
         other.write([Point("m", {"v": 1.0}, T0)])
     with pytest.raises(TimeSeriesRejected, match="error parsing query"):
@@ -133,8 +133,8 @@ def test_outage_during_a_write_loses_nothing_the_caller_retries(tmp_path: Path) 
         ctx = _ctx("se-01", "r9")
         points = [point(TAT, ctx, {"bps": float(i), "bytes": i, "duration_s": 0.1},
                         T0 + i * 10**8) for i in range(120)]
-        with InfluxClient(server.url, "outage", batch_size=50, retries=2, backoff_s=0.01,
-                          sleep=sleeps.append, http=http) as c:
+        with server.client("outage", batch_size=50, retries=2, backoff_s=0.01,
+                           sleep=sleeps.append, http=http) as c:
             c.create_database()
             with pytest.raises(TimeSeriesUnavailable) as info:
                 c.write(points)

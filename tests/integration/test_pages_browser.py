@@ -32,8 +32,8 @@ import pytest
 import uvicorn
 
 from orchestrator.api.app import create_app
+from orchestrator.bootstrap import timeseries_client
 from orchestrator.pages.routes import COOKIE
-from orchestrator.settings import InfluxSettings
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.schema import ABW, TAT, TAT_SUMMARY, RunContext, point
@@ -142,14 +142,16 @@ class DomReader(HTMLParser):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("pages")
-    with influxd.running() as server, InfluxClient(server.url, "pages") as ts:
-        ts.create_database()
+    with influxd.running() as server:
+        # The pages read the store the app builds from its settings (ctx.timeseries), as
+        # the reader; the points go in as the writer, as ingest writes them.
+        settings = make_settings(root).model_copy(update={"influx": server.settings("pages")})
+        ts = timeseries_client(settings)
+        assert ts is not None
         start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) \
             - timedelta(days=DAYS)
-        assert ts.write(campaign_points(start)) > 0
-        # The pages read the store the app builds from its settings (ctx.timeseries).
-        settings = make_settings(root).model_copy(update={"influx": InfluxSettings(
-            url=server.url, database="pages")})
+        with ts:
+            assert ts.write(campaign_points(start)) > 0
         app = create_app(settings, reaper=False)
         port = free_port()
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.bootstrap import timeseries_client
 from orchestrator.model.ids import CampaignId, NodeId
 from orchestrator.pages.abwproxy import abw_proxy_page
 from orchestrator.pages.data import Choices, Filters
@@ -46,9 +47,16 @@ SIMS = (("op0", "240-01", "Telia"), ("op1", "240-07", "Tele2"))
 
 @pytest.fixture
 def client() -> Iterator[InfluxClient]:
-    with influxd.running() as s, InfluxClient(s.url, "proxy_test") as c:
+    with influxd.running() as s, s.client("proxy_test") as c:
         c.create_database()
         yield c
+
+
+def _store_of(api: Api) -> InfluxClient:
+    """A client of the app's own store, with its settings' users."""
+    client = timeseries_client(api.settings)
+    assert client is not None
+    return client
 
 
 def session(run: str, iface: str, mcc: str, name: str, hour: int, *, tat: bool,
@@ -158,7 +166,7 @@ def test_through_the_api_a_trusted_proxy_books_the_cheap_session_and_the_ledger_
     assert api.client.post(f"/api/v1/runs/{first['id']}/cancel", headers=api.admin,
                            json={}).status_code == 200
     # Twelve TATs in the store at campaign hours -6 .. -1, the newest an hour old.
-    with InfluxClient(api.settings.influx.url, "ingest_test") as c:
+    with _store_of(api) as c:
         c.create_database()
         c.write([p for h in range(6) for p in session(
             f"r-t{h}", *SIMS[0], h, tat=True, campaign=campaign["id"],
@@ -186,7 +194,7 @@ def test_a_session_whose_results_are_not_in_the_store_yet_holds_its_sims_next_wi
     campaign = proxy_campaign(api, api.clock.now().replace(microsecond=0))
     cid = campaign["id"]
     (first,) = campaign["runs"]
-    with InfluxClient(api.settings.influx.url, "ingest_test") as c:
+    with _store_of(api) as c:
         c.create_database()  # the store answers: the campaign has no points yet
     assert [a.run_id for a in api.heartbeat(token).assignments] == [first["id"]]
     for state in ("deploying", "running", "uploading"):

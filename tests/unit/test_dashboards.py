@@ -88,6 +88,11 @@ def test_datasource_and_provider() -> None:
     assert ds["uid"] == gen.DATASOURCE_UID and ds["type"] == "influxdb"
     assert ds["jsonData"]["version"] == "InfluxQL"  # the v1 API: 1.x, 2.x and 3.x
     assert ds["url"].startswith("${") and ds["secureJsonData"]["password"].startswith("${")
+    # As InfluxDB's read-only user, with the password variable scripts/up generates for
+    # compose (deploy/.secrets/compose.env), so Grafana can take that file as it is.
+    assert ds["user"] == "${TESTBED_INFLUXDB_READER_USER}"
+    assert ds["secureJsonData"]["password"] == "${TESTBED_INFLUXDB_READER_PASSWORD}"
+    assert "TESTBED_INFLUXDB_READER_PASSWORD" in (REPO / "scripts" / "up").read_text()
     doc = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yaml").read_text())
     [prom] = doc["datasources"]
     assert prom["uid"] == gen.PROMETHEUS_UID and prom["type"] == "prometheus"

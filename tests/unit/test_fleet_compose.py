@@ -149,3 +149,38 @@ def test_the_long_proxy_runs_override_puts_a_load_curve_on_every_sim_it_measures
         env={"PATH": "/usr/bin:/bin", "TESTBED_COMPOSE_OVERRIDE": "deploy/compose/proxy-long.yml"},
         capture_output=True, text=True, check=True).stdout
     assert f"-f {REPO}/docker-compose.yml -f {REPO}/deploy/compose/proxy-long.yml" in got
+
+
+def test_the_stores_share_a_network_with_the_orchestrators_alone() -> None:
+    """PostgreSQL and InfluxDB are on the internal stores network only, and only the
+    orchestrator replicas join it (tests/e2e/test_stores_reachable.py checks the same on
+    the running stack, from a node's namespace): a node, or a run in its namespace, shares
+    no network with either store."""
+    services = COMPOSE["services"]
+    stores = {"postgres", "influxdb"}
+    store_networks = {net for name in stores for net in services[name]["networks"]}
+    assert store_networks == {"stores"}
+    assert COMPOSE["networks"]["stores"].get("internal") is True
+    joined = {name for name, s in services.items() if "stores" in (s.get("networks") or {})}
+    assert joined == stores | {"orchestrator-1", "orchestrator-2"}
+    # Neither store is published on the host.
+    assert not any(services[name].get("ports") for name in stores)
+
+
+def test_influxdbs_users_and_the_orchestrators_are_the_same_secrets() -> None:
+    """The passwords InfluxDB's start gives its writer and reader are the ones the
+    orchestrators sign in with, from the variables scripts/up generates; the
+    administrator's reaches InfluxDB alone."""
+    influx = COMPOSE["services"]["influxdb"]["environment"]
+    up = (REPO / "scripts/up").read_text()
+    for name in ("orchestrator-1", "orchestrator-2"):
+        env = COMPOSE["services"][name]["environment"]
+        for role, theirs in (("WRITER", "WRITE_USER"), ("READER", "READ_USER")):
+            assert env[f"TESTBED_INFLUX__{role}__USERNAME"] == influx[f"INFLUXDB_{theirs}"]
+            assert env[f"TESTBED_INFLUX__{role}__PASSWORD"] == \
+                influx[f"INFLUXDB_{theirs}_PASSWORD"]
+        assert not [v for v in env.values() if "INFLUXDB_ADMIN" in str(v)]
+    for value in (influx["INFLUXDB_ADMIN_PASSWORD"], influx["INFLUXDB_WRITE_USER_PASSWORD"],
+                  influx["INFLUXDB_READ_USER_PASSWORD"]):
+        variable = value.removeprefix("${").split(":")[0]
+        assert variable in up, f"scripts/up does not generate {variable}"

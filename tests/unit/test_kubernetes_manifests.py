@@ -402,6 +402,151 @@ def test_every_image_override_is_used(objects: list[Obj]) -> None:
     assert {i.get("newName", i["name"]) for i in images} == used
 
 
+# --- the stores admit the orchestrator alone ---------------------------------------------
+
+#: Each store's workload and the one workload whose pods may connect to it.
+STORES = {"postgres": "orchestrator", "influxdb": "orchestrator"}
+
+
+def _selects(selector: Obj, labels: dict[str, str]) -> bool:
+    """Whether a label selector with ``matchLabels`` only (the manifests use no
+    ``matchExpressions``; one is a problem below, not guessed at) selects ``labels``. An
+    empty selector selects every pod, as Kubernetes reads it."""
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _pod_labels(workload: Obj) -> dict[str, str]:
+    labels: dict[str, str] = workload["spec"]["template"]["metadata"].get("labels", {})
+    return labels
+
+
+def store_policy_problems(objects: list[Obj]) -> list[str]:
+    """Why a store could be reached by more than its one client, one line each: each
+    store's pods selected by an Ingress NetworkPolicy; every rule of every policy that
+    selects them admits only pods of the same namespace that are the client's pods (no
+    rule without ``from``, no namespace or address peer), on the store's own ports."""
+    found: list[str] = []
+    workloads = {o["metadata"]["name"]: o for o in objects if o["kind"] in WORKLOADS}
+    policies = _by_kind(objects, "NetworkPolicy")
+    for store, client in STORES.items():
+        pods = _pod_labels(workloads[store])
+        ports = {v for c in _containers(workloads[store]) for p in c.get("ports", [])
+                 for v in (p.get("name"), p["containerPort"]) if v is not None}
+        mine = {name: p for name, p in policies.items()
+                if p["metadata"].get("namespace") == workloads[store]["metadata"].get(
+                    "namespace") and _selects(p["spec"]["podSelector"], pods)}
+        if not any("Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+                   for p in mine.values()):
+            found.append(f"{store}: no Ingress NetworkPolicy selects its pods: any pod "
+                         "may connect")
+        for name, policy in mine.items():
+            where = f"NetworkPolicy/{name}"
+            if "matchExpressions" in policy["spec"]["podSelector"]:
+                found.append(f"{where}: matchExpressions, which this check does not read")
+            others = [w for w, o in workloads.items() if w != store
+                      and _selects(policy["spec"]["podSelector"], _pod_labels(o))]
+            if others:
+                found.append(f"{where}: also selects the pods of {sorted(others)}")
+            for i, rule in enumerate(policy["spec"].get("ingress", [])):
+                if not rule.get("from"):
+                    found.append(f"{where}: ingress rule {i} has no `from`: every "
+                                 "source may connect")
+                for peer in rule.get("from", []):
+                    if set(peer) != {"podSelector"}:
+                        found.append(f"{where}: ingress rule {i} admits "
+                                     f"{sorted(set(peer) - {'podSelector'})}, not only "
+                                     f"{client}'s pods")
+                        continue
+                    if "matchExpressions" in peer["podSelector"]:
+                        found.append(f"{where}: matchExpressions, which this check "
+                                     "does not read")
+                    admitted = sorted(w for w, o in workloads.items()
+                                      if _selects(peer["podSelector"], _pod_labels(o)))
+                    if admitted != [client]:
+                        found.append(f"{where}: ingress rule {i} admits the pods of "
+                                     f"{admitted}, not {client}'s alone")
+                if not rule.get("ports"):
+                    found.append(f"{where}: ingress rule {i} opens every port")
+                for port in rule.get("ports", []):
+                    if port.get("port") not in ports:
+                        found.append(f"{where}: ingress rule {i} opens port "
+                                     f"{port.get('port')}, which {store} does not declare")
+    return found
+
+
+def test_the_stores_admit_only_the_orchestrators_pods(objects: list[Obj]) -> None:
+    assert set(_by_kind(objects, "NetworkPolicy")) == {"postgres-from-orchestrator",
+                                                       "influxdb-from-orchestrator"}
+    assert store_policy_problems(objects) == []
+
+
+def _policy(objects: list[Obj], name: str) -> Obj:
+    return _by_kind(objects, "NetworkPolicy")[name]["spec"]  # type: ignore[no-any-return]
+
+
+POLICY_BREAKAGES: list[tuple[str, Callable[[list[Obj]], None], str]] = [
+    ("no policy for InfluxDB",
+     lambda o: o.remove(next(x for x in o if x["metadata"]["name"]
+                             == "influxdb-from-orchestrator")),
+     "influxdb: no Ingress NetworkPolicy selects its pods"),
+    ("the server's pods admitted",
+     lambda o: _policy(o, "postgres-from-orchestrator")["ingress"][0]["from"][0][
+         "podSelector"]["matchLabels"].update({"app.kubernetes.io/name": "server"}),
+     "admits the pods of ['server'], not orchestrator's alone"),
+    ("every pod of the namespace admitted",
+     lambda o: _policy(o, "influxdb-from-orchestrator")["ingress"][0]["from"][0].update(
+         {"podSelector": {}}),
+     "not orchestrator's alone"),
+    ("another namespace admitted",
+     lambda o: _policy(o, "influxdb-from-orchestrator")["ingress"][0]["from"][0].update(
+         {"namespaceSelector": {}}),
+     "admits ['namespaceSelector']"),
+    ("an address block admitted",
+     lambda o: _policy(o, "postgres-from-orchestrator")["ingress"][0]["from"].append(
+         {"ipBlock": {"cidr": "0.0.0.0/0"}}),
+     "admits ['ipBlock']"),
+    ("a rule from anywhere",
+     lambda o: _policy(o, "postgres-from-orchestrator")["ingress"].append({}),
+     "has no `from`"),
+    ("the policy on the wrong pods",
+     lambda o: _policy(o, "influxdb-from-orchestrator")["podSelector"][
+         "matchLabels"].update({"app.kubernetes.io/name": "prometheus"}),
+     "influxdb: no Ingress NetworkPolicy selects its pods"),
+    ("a port the store does not have",
+     lambda o: _policy(o, "postgres-from-orchestrator")["ingress"][0]["ports"][0].update(
+         {"port": 8086}),
+     "opens port 8086"),
+]
+
+
+@pytest.mark.parametrize(("what", "mutate", "expected"), POLICY_BREAKAGES,
+                         ids=[b[0] for b in POLICY_BREAKAGES])
+def test_a_store_policy_that_admits_more_is_caught(
+        objects: list[Obj], what: str, mutate: Callable[[list[Obj]], None],
+        expected: str) -> None:
+    broken = copy.deepcopy(objects)
+    mutate(broken)
+    found = store_policy_problems(broken)
+    assert any(expected in p for p in found), (what, found)
+
+
+def test_the_store_users_passwords_come_from_the_one_secret(objects: list[Obj]) -> None:
+    """InfluxDB's pod makes its users with the passwords the orchestrator signs in with:
+    the same Secret keys, never a value in a manifest."""
+    env = {c["name"]: {e["name"]: e for e in c.get("env", [])}
+           for o in objects for c in _containers(o)}
+    pairs = {"TESTBED_INFLUX__WRITER__PASSWORD": "INFLUXDB_WRITE_USER_PASSWORD",
+             "TESTBED_INFLUX__READER__PASSWORD": "INFLUXDB_READ_USER_PASSWORD"}
+    for mine, theirs in pairs.items():
+        assert (env["orchestrator"][mine]["valueFrom"]["secretKeyRef"]
+                == env["influxdb"][theirs]["valueFrom"]["secretKeyRef"])
+    assert "secretKeyRef" in env["influxdb"]["INFLUXDB_ADMIN_PASSWORD"]["valueFrom"]
+    assert not any("INFLUXDB_ADMIN" in name for name in env["orchestrator"])
+    for role, user in (("WRITER", "WRITE_USER"), ("READER", "READ_USER")):
+        assert (env["orchestrator"][f"TESTBED_INFLUX__{role}__USERNAME"]["value"]
+                == env["influxdb"][f"INFLUXDB_{user}"]["value"])
+
+
 # --- the checks catch what they claim to ------------------------------------------------
 
 def _container(objects: list[Obj], name: str) -> Obj:
