@@ -28,10 +28,11 @@ def read_form(body: bytes, content_type: str | None,
               fields: Mapping[str, int]) -> dict[str, str]:
     """The known ``fields`` of a urlencoded ``body`` (name -> most characters): each at
     most once, UTF-8, with no control character; unknown fields are ignored, up to
-    :data:`EXTRA_FIELDS` of them."""
+    :data:`EXTRA_FIELDS` of them. A body sent with no content type is read as the
+    form; one sent as another type is refused."""
     kind = (content_type or "").split(";", 1)[0].strip().lower()
-    if kind != FORM_TYPE:
-        raise BadForm(f"send the form as {FORM_TYPE}, not {kind or 'no content type'!r}")
+    if kind and kind != FORM_TYPE:  # none: a script's bare POST, read as the form
+        raise BadForm(f"send the form as {FORM_TYPE}, not {kind!r}")
     most = len(fields) + EXTRA_FIELDS
     # Each character of a field may be sent as %XX (three bytes), and every field has
     # its name, '=' and '&' around it.
