@@ -9,6 +9,9 @@ parser refuses is a 4xx that says what is wrong, never a 500 or a bare "error":
   body");
 - nesting deeper than :data:`~testbed_common.untrusted.MAX_JSON_DEPTH` levels, found
   before the parser recurses (``[[[[...`` raised RecursionError, the same bare 400);
+- a NUL character (``"\\u0000"``; a raw one is refused by the parser): no id, label or
+  text here holds one, and PostgreSQL cannot store it in text or JSON (a 500). Valid
+  JSON holding an invalid value, so a 422 naming where, as the schemas' refusals;
 - a lone UTF-16 surrogate escape (``"\\ud800"``): no text, and no UTF-8 column or
   file can hold it;
 - a key twice in one object (which value counts is the parser's guess);
@@ -19,8 +22,8 @@ parser refuses is a 4xx that says what is wrong, never a 500 or a bare "error":
   is false). A NaN duration then failed as a 500, and a NaN stored in a JSON column
   cannot be read by PostgreSQL.
 
-Each is raised as a JSON decode error, which FastAPI turns into a request-validation
-error and ``api/errors.py`` into a 400 naming it.
+Each (but NUL) is raised as a JSON decode error, which FastAPI turns into a
+request-validation error and ``api/errors.py`` into a 400 naming it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
@@ -65,6 +68,25 @@ def _no_lone_surrogate(value: Any) -> None:
                                    f"({e.object[e.start:e.end]!r}); send text", "", 0) from e
 
 
+def nul_at(value: Any) -> str | None:
+    """Where a string (or key) in ``value`` holds NUL (``body.steps.0.name``), or None;
+    iterative, as the value may nest up to the depth bound."""
+    stack: list[tuple[str, Any]] = [("body", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                stack.append((f"{where}.{key!r}" if "\x00" in key else f"{where}.{key}",
+                              key))
+                stack.append((f"{where}.{key}", inner))
+        elif isinstance(item, list):
+            stack.extend((f"{where}.{n}", inner) for n, inner in enumerate(item))
+    return None
+
+
 def strict_json(body: bytes) -> Any:
     """``body`` parsed as strict JSON, or :class:`json.JSONDecodeError` saying why not."""
     try:
@@ -85,6 +107,10 @@ def strict_json(body: bytes) -> Any:
         raise json.JSONDecodeError(f"nested too deep: {e}", "", 0) from e
     if _SURROGATE.search(body):
         _no_lone_surrogate(value)
+    if b"\\u0000" in body and (where := nul_at(value)) is not None:
+        # valid JSON, an invalid value: 422, like the schemas' own refusals
+        raise HTTPException(422, f"{where}: a string holds NUL (\\u0000); send text "
+                                 "without it")
     return value
 
 

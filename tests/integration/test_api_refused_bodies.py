@@ -52,6 +52,7 @@ SHAPES: dict[str, tuple[bytes, str | None, str]] = {
     "unbalanced": (b"[" * 100_000, JSON, "not JSON"),
     "key twice": (b'{"a": 1, "a": 2}', JSON, "twice"),
     "lone surrogate": (b'{"a": "\\ud800"}', JSON, "surrogate"),
+    "escaped NUL": (b'{"a": {"b": ["x\\u0000y"]}}', JSON, "NUL"),
     "NaN": (b'{"a": NaN}', JSON, "finite"),
 }
 
