@@ -132,6 +132,22 @@ def test_another_nodes_run_reads_as_no_run_on_every_agent_route(app_api: Api) ->
                                 f"{answers[1][:2]} / {len(answers[1][3])} statements")
     assert compared >= 5 * 3, compared
     assert not failures, "\n".join(failures)
+    # every other route that names a run answers a node token alike for both (401:
+    # a node token is no user's), whatever the method
+    for route in declared_routes(app):  # type: ignore[arg-type]
+        if not isinstance(route, APIRoute) or "{run_id}" not in route.path_format \
+                or route.path_format.startswith(wire.AGENT_PREFIX):
+            continue
+        for method in sorted(route.methods or ()):
+            answers = []
+            for run_id in (running, ghost_of(running)):
+                r = api.client.request(method, route.path_format.replace("{run_id}", run_id),
+                                       json={}, headers=Api.node(prober))
+                answers.append((r.status_code, r.text.replace(run_id, "ID")))
+            compared += 1
+            if answers[0] != answers[1] or answers[0][0] != 401:
+                failures.append(f"{method} {route.path_format}: {answers}")
+    assert not failures, "\n".join(failures)
     # and se-01's runs are untouched by what se-02 said
     for run_id, state in ((booked, "assigned"), (running, "running")):
         assert api.client.get(f"/api/v1/runs/{run_id}", headers=api.admin).json()["state"] \
