@@ -79,8 +79,8 @@ def nul_at(value: Any) -> str | None:
                 return where
         elif isinstance(item, dict):
             for key, inner in item.items():
-                stack.append((f"{where}.{key!r}" if "\x00" in key else f"{where}.{key}",
-                              key))
+                if "\x00" in key:
+                    return f"{where}.{key!r}"
                 stack.append((f"{where}.{key}", inner))
         elif isinstance(item, list):
             stack.extend((f"{where}.{n}", inner) for n, inner in enumerate(item))
