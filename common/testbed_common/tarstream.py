@@ -127,14 +127,27 @@ class TarReader:
     """Iterate over the members of a (decompressed) tar stream; :meth:`chunks` reads
     the current member's data. Whatever a caller leaves unread is skipped in chunks."""
 
-    def __init__(self, stream: IO[bytes], *, max_extended_bytes: int = 64 * 1024) -> None:
+    def __init__(self, stream: IO[bytes], *, max_extended_bytes: int = 64 * 1024,
+                 max_bytes: int | None = None, stored_bytes: int = 0) -> None:
+        """``max_bytes``: the most bytes of tar read from ``stream`` (what a gzip layer
+        may decompress to), checked before each read; ``stored_bytes``: the size of
+        what ``stream`` decompresses, for the message."""
         self._stream = stream
         self._max_extended = max_extended_bytes
+        self.max_bytes = max_bytes
+        self.stored_bytes = stored_bytes
         self._offset = 0  # bytes of tar consumed, for messages
         self._left = 0  # unread data bytes of the current member
         self._pad = 0
 
+    def _budget(self, n: int) -> None:
+        if self.max_bytes is not None and self._offset + n > self.max_bytes:
+            raise BundleError(
+                f"bundle decompresses to more than {self.max_bytes} bytes from "
+                f"{self.stored_bytes} stored bytes: refused as a compression bomb")
+
     def _read(self, n: int, what: str) -> bytes:
+        self._budget(n)
         data = _read_exact(self._stream, n, what)
         self._offset += n
         return data
@@ -176,6 +189,7 @@ class TarReader:
         long_name = long_link = None
         pax: dict[str, str] = {}
         for _ in range(MAX_EXTENDED_PER_MEMBER + 1):
+            self._budget(BLOCK)
             try:
                 block = self._stream.read(BLOCK)
             except (OSError, EOFError) as e:

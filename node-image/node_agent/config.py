@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from node_agent.errors import ConfigError
+from testbed_common import safeyaml
 from testbed_common.wire import Operator
 
 DEFAULT_CONFIG_PATH = Path("/etc/testbed/agent.yaml")
@@ -145,11 +145,11 @@ def load_config(env: Mapping[str, str] | None = None) -> AgentConfig:
     env = os.environ if env is None else env
     path = Path(env.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = safeyaml.load(path.read_bytes(), what=f"agent config {path}") or {}
     except OSError as e:
         raise ConfigError(f"cannot read agent config {path}: {e} (set {CONFIG_ENV})") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"agent config {path} is not valid YAML: {e}") from e
+    except safeyaml.YamlRefused as e:
+        raise ConfigError(str(e)) from e
     if not isinstance(raw, dict):
         raise ConfigError(f"agent config {path} must be a mapping")
     return parse_config(raw, env, source=str(path))

@@ -51,6 +51,7 @@ MEANING: dict[int, str] = {
     404: "No such resource (or none this caller may see)",
     409: "Clashes with stored state (e.g. a final run, a wrong upload offset)",
     413: "Request body over the route's limit, or an upload over the bundle limit",
+    415: "The body is not JSON: send Content-Type: application/json",
     422: "Invalid request: every problem is named in detail",
     501: "This orchestrator was installed without what the route needs (the dataset "
          "extra)",
@@ -76,7 +77,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 #: What every token-checked API route may answer with (before the route's own errors).
-COMMON = responses(400, 401, 413, 422)
+COMMON = responses(400, 401, 413, 415, 422)
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.catalogue.expr import Expression, ExpressionError, parse_expression
+from testbed_common import safeyaml
 
 #: Variables a forecast may use besides the parameters.
 FORECAST_VARIABLES = frozenset({"rate_bps"})
@@ -109,9 +109,9 @@ class Manifest:
 
 def parse_manifest(text: str, *, source: str) -> Manifest:
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ManifestError(f"{source}: not valid YAML: {e}") from e
+        raw = safeyaml.load(text, what=source)
+    except safeyaml.YamlRefused as e:
+        raise ManifestError(str(e)) from e
     if not isinstance(raw, dict):
         raise ManifestError(f"{source}: expected a mapping at the top level")
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import yaml
 
 from orchestrator.cli.client import api
 from orchestrator.cli.output import RUN_COLUMNS, print_data, print_decisions, rate
+from testbed_common import safeyaml
 
 
 @click.command("results")
@@ -60,7 +60,10 @@ def campaign() -> None:
 @click.pass_context
 def campaign_submit(ctx: click.Context, spec: Any) -> None:
     """Submit a campaign from a YAML file."""
-    body = yaml.safe_load(spec.read())
+    try:
+        body = safeyaml.load(spec.read(), what=f"campaign spec {spec.name}")
+    except safeyaml.YamlRefused as e:
+        raise click.BadParameter(str(e), param_hint="SPEC") from e
     out = api(ctx).call("POST", "/api/v1/campaigns", json=body)
     if ctx.obj["json"]:
         print_data(out, True)

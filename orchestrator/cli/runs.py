@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from orchestrator.cli.client import api
 from orchestrator.cli.output import RUN_COLUMNS, print_data
 from orchestrator.cli.waiting import wait
+from testbed_common import safeyaml
 from testbed_common.states import RunState
 
 
@@ -40,7 +40,10 @@ def _params(pairs: tuple[str, ...]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise click.BadParameter(f"{pair!r}: use NAME=VALUE", param_hint="--param")
-        out[key] = yaml.safe_load(value)  # 10 -> int, 0.5 -> float, uplink -> str
+        try:  # 10 -> int, 0.5 -> float, uplink -> str
+            out[key] = safeyaml.load(value, what=f"the value of {key}")
+        except safeyaml.YamlRefused as e:
+            raise click.BadParameter(str(e), param_hint="--param") from e
     return out
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Annotated
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -45,6 +45,7 @@ from orchestrator.pages.abwproxy import abw_proxy_page
 from orchestrator.pages.abwtools import abw_tools_page
 from orchestrator.pages.cca import cca_page
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
+from orchestrator.pages.forms import BadForm, read_form
 from orchestrator.pages.goodput import goodput_page
 from orchestrator.pages.shortflows import short_flows_page
 from orchestrator.services.access import Readable, readable
@@ -74,7 +75,12 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-Text = Annotated[str | None, Query(max_length=200)]
+#: A query parameter of a page: at most 200 characters and no control character (a NUL
+#: in the fleet page's node filter reached PostgreSQL, which refuses NUL in text: a 500).
+Text = Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")]
+#: The sign-in form's fields and the most characters of each (a token is at most 512
+#: printable characters: services.auth.well_formed).
+LOGIN_FIELDS = {"token": 512, "next": 2048}
 
 
 class BadFilter(ValueError):
@@ -313,9 +319,19 @@ def login_form(next: Text = None) -> Response:
 @router.post("/pages/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
     # A urlencoded form parsed by hand: FastAPI's Form() would need python-multipart.
-    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
-    token = (form.get("token") or [""])[0].strip()
-    target = _safe_next((form.get("next") or ["/"])[0])
+    try:
+        form = read_form(await request.body(), request.headers.get("content-type"),
+                         LOGIN_FIELDS)
+    except BadForm as e:
+        return _html(html.login_html(next_url="/", error=f"The form was not read: {e}."),
+                     400)
+    target = _safe_next(form.get("next"))
+    if "token" not in form:
+        return _html(html.login_html(next_url=target, error="The form was not read: it "
+                                     "has no 'token' field."), 400)
+    token = form["token"].strip()
+    if not token:
+        return _html(html.login_html(next_url=target, error="Enter your API token."), 401)
     signed_in = await run_in_threadpool(_sign_in, request, token, target)
     if signed_in is None:
         return _html(html.login_html(next_url=target,

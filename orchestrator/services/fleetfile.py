@@ -21,13 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from orchestrator.schemas import NodeCreate
 from orchestrator.store.locks import creation_lock_name, lock_in_transaction
 from orchestrator.store.tables import Node
+from testbed_common import safeyaml
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -55,7 +55,7 @@ def parse_token_hashes(text: str) -> dict[str, str]:
 def fleet_nodes(fleet_yaml: str, hashes: dict[str, str]) -> list[FleetNode]:
     """The nodes of a fleet file (``nodes:``, each as ``testbed node add`` takes it) that
     have a token hash; every hash must name a node of the file."""
-    doc = yaml.safe_load(fleet_yaml) or {}
+    doc = safeyaml.load(fleet_yaml, what="the fleet file") or {}
     entries = doc.get("nodes") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise ValueError("the fleet file has no 'nodes:' list")

@@ -223,8 +223,11 @@ _DUE = (select(_RUNS.c.id, _RUNS.c.state, _RUNS.c.node_id, _RUNS.c.experiment, _
                _RUNS.c.not_before <= bindparam("b_horizon"))
         .order_by(_RUNS.c.not_before, _RUNS.c.id)
         .limit(bindparam("b_limit")))
+#: The runs among those a node says it holds that are its own: another node's run is
+#: never read, so the reply cannot depend on whether it exists (docs/security.md).
 _HELD = (select(_RUNS.c.id, _RUNS.c.node_id, _RUNS.c.state)
-         .where(_RUNS.c.id.in_(bindparam("b_ids", expanding=True))))
+         .where(_RUNS.c.id.in_(bindparam("b_ids", expanding=True)),
+                _RUNS.c.node_id == bindparam("b_node")))
 
 
 class _Beating(NamedTuple):
@@ -299,7 +302,7 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
             rest = held_ids - held.keys()
             if rest:
                 held.update((rid, (run_node, state)) for rid, run_node, state in s.execute(
-                    _HELD, {"b_ids": list(rest)}))
+                    _HELD, {"b_ids": list(rest), "b_node": node.id}))
             back = [rid for rid, (run_node, state) in held.items()
                     if rid in body.running_run_ids and run_node == node.id
                     and state == RunState.UNREACHABLE]
@@ -309,11 +312,13 @@ def heartbeat(ctx: Context, token: str | None, body: wire.Heartbeat) -> wire.Hea
                            source=f"node:{node.id}", at=now)
                 held[r.id] = (r.node_id, r.state)
             # A run cancelled (or ended) while the node held it, e.g. while it was
-            # offline: the node stops it, or drops it from its book.
+            # offline: the node stops it, or drops it from its book. So does a run that
+            # is not its own, whether another node's or none at all: one answer for both.
             cancel = sorted(
-                rid for rid, (run_node, state) in held.items()
-                if run_node != node.id
-                or RunState(state) in (RunState.CANCELLED, RunState.FAILED, RunState.EXPIRED)
+                rid for rid in held_ids
+                if rid not in held or held[rid][0] != node.id
+                or RunState(held[rid][1]) in (RunState.CANCELLED, RunState.FAILED,
+                                              RunState.EXPIRED)
             )
         released = _release_dropped(s, node.id, body.dropped_run_ids, now)
         sim_left = quotas.sim_left_for_node(s, ctx.settings, node.id, node.timezone, sims, now)
@@ -337,7 +342,7 @@ def _release_dropped(s: Session, node_id: str, dropped: list[str], now: datetime
     if not dropped:
         return 0
     released = 0
-    for r in s.scalars(select(Run).where(Run.id.in_(dropped))).all():
+    for r in s.scalars(select(Run).where(Run.id.in_(dropped), Run.node_id == node_id)).all():
         if not releases_dropped(run_node=r.node_id, node_id=node_id,
                                 state=RunState(r.state), settled=r.settled_at is not None):
             continue

@@ -238,14 +238,10 @@ def _finalize(ctx: Context, s: Session, run: Run, up: Upload) -> None:
     part = ctx.archive.part_path(run_id)
     try:
         contents = inspect_bundle_file(part, bundle_limits(ctx), keep=members_to_keep(
-            ctx, run.experiment, metered=run.measured_bytes is not None))
+            ctx, run.experiment, metered=run.measured_bytes is not None),
+            owner=(run.id, run.node_id))
     except BundleError as e:
         raise _refused(ctx, s, run, f"bundle for run {run.id} refused: {e}") from e
-    if contents.run_id != run.id or contents.node_id != run.node_id:
-        raise _refused(ctx, s, run, (
-            f"bundle manifest names run {contents.run_id!r} on node {contents.node_id!r}, "
-            f"but it was uploaded for run {run.id} on {run.node_id}"
-        ))
     rate = rate_in_bundle(ctx, run.experiment, contents)
     bundle = s.get(Bundle, up.sha256)
     now = ctx.clock.now()

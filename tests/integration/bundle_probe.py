@@ -10,6 +10,7 @@ each upload.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -63,8 +64,16 @@ def _declared_huge(path: Path) -> Path:
 
 
 def _too_many(path: Path, run_id: str) -> Path:
-    parts = [_header(f"results/f{i}", kind=tarfile.REGTYPE, size=0) for i in range(5_001)]
-    return _write_gz(path, [*parts, bytes(1024)])
+    """5,001 empty files, each listed in the manifest in front of them."""
+    names = [f"results/f{i}" for i in range(5_001)]
+    empty = hashlib.sha256(b"").hexdigest()
+    manifest = json.dumps({"format": "testbed.bundle", "version": 1, "run_id": run_id,
+                           "node_id": NODE, "files": [{"path": n, "size": 0, "sha256": empty}
+                                                      for n in names]}).encode()
+    parts = [_header(n, kind=tarfile.REGTYPE, size=0) for n in names]
+    head = _header("manifest.json", kind=tarfile.REGTYPE, size=len(manifest))
+    return _write_gz(path, [head, manifest, bytes(-len(manifest) % 512), *parts,
+                            bytes(1024)])
 
 
 def _manifest_bomb(path: Path, run_id: str, body: bytes, *, then: int = 0) -> Path:
@@ -98,9 +107,11 @@ def _random(root: Path) -> None:
             f.write(os.urandom(MiB))
 
 
-def _sparse_zeros(root: Path) -> None:
-    with (root / "results" / "zeros.bin").open("wb") as f:
-        f.truncate(768 * MiB)
+def _sparse_zeros(size: int) -> Callable[[Path], None]:
+    def write(root: Path) -> None:
+        with (root / "results" / "zeros.bin").open("wb") as f:
+            f.truncate(size)
+    return write
 
 
 def _many(root: Path) -> None:
@@ -130,7 +141,9 @@ CASES: dict[str, tuple[Builder, str]] = {
     "manifest-over-its-cap": (
         lambda p, r: _manifest_bomb(p, r, b" " * (1024**2 + 1)), "over the 1048576-byte cap"),
     "legit-96-mib-random": (lambda p, r: _legit(p, r, _random), "complete"),
-    "legit-768-mib-zeros": (lambda p, r: _legit(p, r, _sparse_zeros), "complete"),
+    "768-mib-zeros-a-compression-bomb": (lambda p, r: _legit(p, r, _sparse_zeros(768 * MiB)),
+                                         "compression bomb"),
+    "legit-48-mib-zeros": (lambda p, r: _legit(p, r, _sparse_zeros(48 * MiB)), "complete"),
     "legit-4900-files": (lambda p, r: _legit(p, r, _many), "complete"),
 }
 

@@ -96,7 +96,8 @@ def test_a_damaged_header_is_refused() -> None:
 
 
 def test_member_count_is_capped_from_headers() -> None:
-    data = b"".join(_header(f"results/{i}", b"0", 0) for i in range(11)) + bytes(1024)
+    # folders: counted, and needing no manifest entry
+    data = b"".join(_header(f"results/{i}", b"5", 0) for i in range(11)) + bytes(1024)
     with pytest.raises(BundleError, match="more than 10 members"):
         inspect_bundle(data, BundleLimits(max_members=10))
 
