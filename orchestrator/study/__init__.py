@@ -35,7 +35,7 @@ from orchestrator.pages.views import (
 )
 from orchestrator.services.access import Readable
 from orchestrator.study.model import Study
-from orchestrator.study.registry import Studies, StudyLoadError, load
+from orchestrator.study.registry import Studies, StudyLoadError, installed_studies_of, load
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.readers import (
     FieldSpec,
@@ -58,6 +58,7 @@ __all__ = [
     "Page", "PageBuilder", "Point", "PointTable", "Readable", "RecordsReader",
     "ResultReader", "RunContext", "RunInputs", "Section", "Studies", "Study",
     "StudyLoadError", "StudyPage", "Table", "TimeSeriesQuery", "Where", "Zones",
-    "bundle_points", "cycle_verdict", "field_specs", "load", "no_data", "point", "point_table",
-    "result_rows", "select_points", "slug", "svg", "text", "to_ns", "where_of",
+    "bundle_points", "cycle_verdict", "field_specs", "installed_studies_of", "load",
+    "no_data", "point", "point_table", "result_rows", "select_points", "slug", "svg",
+    "text", "to_ns", "where_of",
 ]

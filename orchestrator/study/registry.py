@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestrator.catalogue.manifest import Manifest
-from orchestrator.catalogue.plugins import StudyLoadError, installed
+from orchestrator.catalogue.plugins import Loaded, StudyLoadError, installed
 from orchestrator.dataset.contrib import point_tables
 from orchestrator.dataset.tables import PointTable
 from orchestrator.pages.contrib import StudyPage, installed_pages
@@ -27,7 +27,7 @@ from orchestrator.timeseries.schema import installed_readers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Studies", "StudyLoadError", "load", "unread_formats"]
+__all__ = ["Studies", "StudyLoadError", "installed_studies_of", "load", "unread_formats"]
 
 
 @dataclass(frozen=True)
@@ -40,18 +40,22 @@ class Studies:
     tables: tuple[PointTable, ...]
 
 
-def load() -> Studies:
-    """The installed studies, every layer's contribution checked; raises
-    :class:`StudyLoadError` (its message says what to do) on any conflict."""
-    loaded = installed()
+def installed_studies_of(loaded: Sequence[Loaded]) -> tuple[Study, ...]:
+    """The loaded entry points' studies; refuses one that gives no :class:`Study`."""
     for one in loaded:
         if not isinstance(one.study, Study):
             raise StudyLoadError(
                 f"entry point {one.entry_point} of {one.distribution} gives a "
                 f"{type(one.study).__name__}, not an orchestrator.study.Study; point it at "
                 "the study object (or a function returning one)")
-    return Studies(tuple(s.study for s in loaded if isinstance(s.study, Study)),
-                   installed_readers(), installed_pages(), point_tables())
+    return tuple(s.study for s in loaded if isinstance(s.study, Study))
+
+
+def load() -> Studies:
+    """The installed studies, every layer's contribution checked; raises
+    :class:`StudyLoadError` (its message says what to do) on any conflict."""
+    return Studies(installed_studies_of(installed()), installed_readers(),
+                   installed_pages(), point_tables())
 
 
 def unread_formats(catalogue: Mapping[str, Manifest], studies: Studies) -> Sequence[str]:
