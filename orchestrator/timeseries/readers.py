@@ -135,16 +135,11 @@ def _each(study: Loaded, name: str, kind: type[Any]) -> Iterator[Any]:
         yield item
 
 
-def readers_of(studies: Iterable[Loaded], *, core: Iterable[str] = (),
-               builtin: Readers | None = None) -> Readers:
-    """The studies' readers and measurements, after the core's ``builtin`` ones;
-    refuses two readers of one format, two readers of records, and a measurement
-    defined twice (or one of the core's)."""
-    core_study = Loaded("the core", "the orchestrator", None)
-    results: dict[str, tuple[ResultReader, Loaded]] = {
-        f: (r, core_study) for f, r in (builtin.results if builtin else {}).items()}
-    records: tuple[RecordsReader, Loaded] | None = (
-        (builtin.records, core_study) if builtin and builtin.records else None)
+def readers_of(studies: Iterable[Loaded], *, core: Iterable[str] = ()) -> Readers:
+    """The studies' readers and measurements; refuses two readers of one format, two
+    readers of records, and a measurement defined twice (or one of the ``core``'s)."""
+    results: dict[str, tuple[ResultReader, Loaded]] = {}
+    records: tuple[RecordsReader, Loaded] | None = None
     measurements: dict[str, tuple[Measurement, Loaded | None]] = {
         m: (Measurement(m, {}), None) for m in core}
     for study in studies:
@@ -171,7 +166,7 @@ def readers_of(studies: Iterable[Loaded], *, core: Iterable[str] = (),
                     f"measurement {m.name!r} of {study.entry_point} ({study.distribution}) "
                     f"is already written by {owner}; give it a name of its own")
             measurements[m.name] = (m, study)
-    return Readers({f: r for f, (r, _) in results.items()},  # builtin ones first
+    return Readers({f: r for f, (r, _) in results.items()},
                    records[0] if records else None,
                    {n: m for n, (m, s) in measurements.items() if s is not None})
 

@@ -9,7 +9,6 @@ operator_name, interface, rat, experiment, campaign, run, session; results add
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -19,21 +18,20 @@ from typing import Any
 
 from orchestrator.analysis.capture import CaptureFlows, reference_flows
 from orchestrator.analysis.flows import FlowStats
-from orchestrator.analysis.policing import MIN_BINS, classify_policing
 from orchestrator.catalogue.loader import default_catalogue
 from orchestrator.catalogue.plugins import installed
 from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.readers import (
     Readers,
-    RecordsReader,
     ResultReader,
     RunInputs,
     readers_of,
 )
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import tat_result
 
+#: Measurements of studies (studies/tat, studies/abw_tat) that the core's own pages,
+#: release tables and proxy mode still query by name, until those move to the studies.
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
 ABW = "abw"
@@ -43,18 +41,8 @@ SYSTEM = "system"
 QUOTA = "quota"
 FLOWS = "flows"
 #: Field names of the core's measurements (what a point may carry): the agent's
-#: samples and captures, which every run has, the quotas, and the measurements of the
-#: formats the core still reads itself (:data:`BUILTIN`).
+#: samples and captures, which every run has, and the quotas.
 CORE_FIELDS: dict[str, frozenset[str]] = {
-    TAT: frozenset({"bps", "bytes", "duration_s"}),
-    TAT_SUMMARY: frozenset({
-        "mean_bps", "bytes", "sender_bytes", "duration_s", "retransmits", "bins",
-        "policing", "stable_bps", "time_to_90_s", "peak_bps", "drop_s",
-    }),
-    ABW: frozenset({
-        "estimate_bps", "low_bps", "high_bps", "latency_s", "bytes", "packets_sent",
-        "loss", "rtt_s", "step",
-    }),
     MODEM: frozenset({"rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat"}),
     GPS: frozenset({"lat", "lon", "alt_m", "speed_mps"}),
     SYSTEM: frozenset({"cpu_pct", "temperature_c", "mem_pct", "disk_free_bytes"}),
@@ -137,80 +125,6 @@ def point(measurement: str, ctx: RunContext, fields: Mapping[str, FieldValue | N
         raise ValueError(f"{measurement} has no field {sorted(unknown)}; known: {sorted(known)}")
     return Point(measurement=measurement, fields=dict(fields), time_ns=time_ns,
                  tags=ctx.tags(**extra_tags))
-
-
-def tat_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
-    """A ``testbed.tat`` v1 result as one ``tat`` point per bin and a ``tat_summary``.
-
-    Bins are stamped at the transfer start plus the bin's offset; the summary at the
-    start, with the policing profile when the transfer is long enough to show one.
-    """
-    if (result.get("format") != tat_result.FORMAT
-            or int(result.get("version", 0)) != tat_result.VERSION):
-        raise ValueError(f"not a {tat_result.FORMAT} v{tat_result.VERSION} result: "
-                         f"{result.get('format')!r} v{result.get('version')}")
-    start = to_ns(str(result["start"]))
-    direction = str(result["direction"])
-    points = [
-        point(TAT, ctx, {"bps": float(b["bits_per_second"]), "bytes": int(b["bytes"]),
-                         "duration_s": float(b["duration_s"])},
-              start + round(float(b["t_s"]) * 1e9), direction=direction)
-        for b in result["bins"]
-    ]
-    summary: dict[str, FieldValue | None] = {
-        "mean_bps": float(result["mean_bps"]),
-        "bytes": int(result["bytes"]),
-        "sender_bytes": int(result["sender_bytes"]),
-        "duration_s": float(result["duration_s"]),
-        "retransmits": result.get("retransmits"),
-        "bins": len(result["bins"]),
-    }
-    bin_s = float(result["bin_s"])
-    rates = [float(b["bits_per_second"]) for b in result["bins"]
-             if float(b["duration_s"]) >= bin_s * 0.9]  # the short tail bin is no rate
-    if len(rates) >= MIN_BINS:
-        profile = classify_policing(rates, bin_s=bin_s)
-        summary.update(policing=profile.kind.value, stable_bps=profile.stable_bps,
-                       time_to_90_s=profile.time_to_90_s, peak_bps=profile.peak_bps,
-                       drop_s=profile.drop_s)
-    points.append(point(TAT_SUMMARY, ctx, summary, start, direction=direction))
-    return points
-
-
-#: An ABw-TAT-ABw session names each ABw step's records ``abw-<step>-<method>.jsonl``.
-_ABW_STEP_FILE = re.compile(r"(?:^|/)abw-(\d+)-[^/]*\.jsonl$")
-
-
-def abw_step(name: str) -> int | None:
-    """The session step of an ABw records file, or None for a file of a plain ABw run:
-    a session runs the same tool before and after each TAT, and only the step tells the
-    two apart when its estimates are paired with that TAT."""
-    m = _ABW_STEP_FILE.search(name)
-    return int(m.group(1)) if m else None
-
-
-def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext, *,
-               step: int | None = None) -> list[Point]:
-    """The ABw tool's estimate records (JSON lines, tools/abw) as ``abw`` points; the
-    session ``step`` is a field (not a tag: the series stay those of plain runs)."""
-    out = []
-    for r in records:
-        if r.get("type") != "estimate":
-            continue
-        fields: dict[str, FieldValue | None] = {
-            "estimate_bps": float(r["estimate_bps"]),
-            "low_bps": _float(r.get("low_bps")),
-            "high_bps": _float(r.get("high_bps")),
-            "latency_s": float(r["latency_s"]),
-            "bytes": int(r.get("bytes_sent", 0)) + int(r.get("control_bytes", 0)),
-            "packets_sent": int(r.get("packets_sent", 0)),
-            "loss": _float(r.get("loss")),
-            "rtt_s": _float(r.get("rtt_s")),
-            "step": step,
-        }
-        out.append(point(ABW, ctx, fields, to_ns(float(r["start_unix_s"])),
-                         method=str(r["method"]), direction=str(r.get("direction", ""))))
-    return out
 
 
 #: Bundle members the node agent writes with its modem and GPS samples of the run's span.
@@ -434,29 +348,11 @@ class _ServerFlows:
         return self.flows
 
 
-def _tat_result(doc: Mapping[str, Any], inputs: RunInputs) -> list[Point]:
-    return tat_points(doc, inputs.ctx)
-
-
-def _abw_records(name: str, records: Sequence[Mapping[str, Any]],
-                 ctx: RunContext) -> list[Point]:
-    return abw_points(records, ctx, step=abw_step(name))
-
-
-#: The formats the core still reads itself, to move into their studies (issue 33):
-#: TAT results and the ABw estimator's records, which the core's pages, release tables
-#: and proxy mode read too.
-BUILTIN = Readers(
-    results={tat_result.FORMAT: ResultReader({tat_result.FORMAT: frozenset({
-        tat_result.VERSION})}, _tat_result)},
-    records=RecordsReader(_abw_records))
-
-
 @cache
 def installed_readers() -> Readers:
-    """The core's readers and every installed study's (loaded once per process),
-    checked for conflicts (:func:`.readers.readers_of`)."""
-    return readers_of(installed(), core=CORE_FIELDS, builtin=BUILTIN)
+    """Every installed study's readers (loaded once per process), checked for
+    conflicts (:func:`.readers.readers_of`)."""
+    return readers_of(installed(), core=CORE_FIELDS)
 
 
 def quota_point(*, node: str, interface: str, operator: str, operator_name: str = "",
