@@ -23,7 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.api.app import create_app
-from orchestrator.catalogue.plugins import installed
+from orchestrator.catalogue.plugins import StudyLoadError, installed
 from orchestrator.dataset.contrib import point_tables
 from orchestrator.pages.contrib import installed_pages
 from orchestrator.services.context import Context
@@ -60,22 +60,32 @@ def _forget_studies() -> None:
         cached.cache_clear()
 
 
+def _pip_install(source: Path, site: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-index", "--no-build-isolation", "--target", str(site),
+                    str(source)], check=True, capture_output=True)
+
+
 @pytest.fixture
-def echo_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The echo study installed by pip into a folder on sys.path, for this test only."""
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on sys.path for packages installed by this test only; the echo study
+    installed there."""
     _forget_studies()
     assert "echo" not in {s.entry_point.split(" ")[0] for s in installed()}
     source, site = tmp_path / "echo-study", tmp_path / "site"
     shutil.copytree(PACKAGE, source)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-index", "--no-build-isolation", "--target", str(site),
-                    str(source)], check=True, capture_output=True)
+    _pip_install(source, site)
     monkeypatch.syspath_prepend(str(site))
     _forget_studies()
-    yield
+    yield site
     monkeypatch.undo()
     sys.modules.pop("echo_study", None)
     _forget_studies()
+
+
+@pytest.fixture
+def echo_installed(site: Path) -> None:
+    pass
 
 
 @pytest.fixture
@@ -149,3 +159,21 @@ def test_a_study_installed_on_its_own_gets_its_points_page_and_release_table(
         ("a", 1.5e6, "se-01"), ("b", 2.5e6, "se-01")]
     described = json.loads((tmp_path / "release/datapackage.json").read_text())
     assert "echo-samples" in {res["name"] for res in described["resources"]}
+
+
+def test_a_second_study_claiming_the_same_format_stops_the_orchestrator_at_start(
+        site: Path, tmp_path: Path) -> None:
+    """A twin package (another name, the same study) claims example.echo too: the app
+    does not start, and says which two and what to do."""
+    twin = tmp_path / "echo-twin"
+    shutil.copytree(PACKAGE, twin)
+    pyproject = twin / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text()
+                         .replace('name = "testbed-echo-study"', 'name = "testbed-echo-twin"')
+                         .replace('echo = "echo_study:STUDY"', 'echo-twin = "echo_study:STUDY"'))
+    _pip_install(twin, site)
+    _forget_studies()
+    with pytest.raises(StudyLoadError, match=r"'example.echo' is claimed by two studies: "
+                       r"echo = .*testbed-echo-study.* and echo-twin = .*testbed-echo-twin.*"
+                       r"uninstall one of them"):
+        create_app(make_settings(tmp_path), clock=ManualClock(), reaper=False)
