@@ -1,7 +1,11 @@
-"""The time-series schema: measurement and tag names, and results turned into points.
+"""The time-series schema: tag names, the core's measurements, and a run's files turned
+into points.
 
-One place names what dashboards and researchers query (documented for users in
-docs/timeseries.md), so a renamed field is a change here and there, never a surprise.
+The core's measurements are what every run has (the agent's modem, GPS and health
+samples, flows from captures) and the quotas; each result format's measurements are its
+study's (:mod:`.readers`, studies/<name>/points.py), and :data:`FIELDS` holds them all,
+so a point with a field nobody declared is refused as it is built. What dashboards and
+researchers query is documented for users in docs/timeseries.md.
 Tags are the run's context (DESIGN.md "Data"): node, country, operator (MCC-MNC) and
 operator_name, interface, rat, experiment, campaign, run, session; results add
 ``direction`` (uplink/downlink) and, for ABw, ``method``. Everything measured is a field.
@@ -40,6 +44,7 @@ GPS = "gps"
 SYSTEM = "system"
 QUOTA = "quota"
 FLOWS = "flows"
+
 #: Field names of the core's measurements (what a point may carry): the agent's
 #: samples and captures, which every run has, and the quotas.
 CORE_FIELDS: dict[str, frozenset[str]] = {
