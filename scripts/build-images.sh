@@ -176,7 +176,7 @@ PY
     # The project's wheel, when its sources changed: pip takes 5-10 s on a loaded
     # machine, every second of a warm `scripts/up`. The stamp is every file the wheel
     # is made of (its packages and pyproject.toml), contents and names.
-    stamp="$( { find orchestrator node-image/node_agent common/testbed_common common/testbed_kit -type f \
+    stamp="$( { find orchestrator studies node-image/node_agent common/testbed_common common/testbed_kit -type f \
                   ! -path '*/__pycache__/*' ! -name '*.pyc' -print0; printf 'pyproject.toml\0'; } \
               | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
     if [ "$(cat "$APP/.stamp" 2>/dev/null)" != "$stamp" ] || ! ls "$APP"/*.whl >/dev/null 2>&1; then

@@ -44,6 +44,8 @@ from orchestrator.services.planning import availability, replan
 from orchestrator.services.quotas import quota_points
 from orchestrator.services.reaper import reap
 from orchestrator.settings import Settings
+from orchestrator.study import load as load_studies
+from orchestrator.study.registry import unread_formats
 from orchestrator.timeseries.influx import InfluxClient, TimeSeriesError
 
 log = logging.getLogger("orchestrator")
@@ -175,11 +177,17 @@ def create_app(settings: Settings, *, clock: Clock | None = None, reaper: bool =
         "their results.",
         lifespan=lifespan,
     )
+    studies = load_studies()  # refuses conflicting or broken studies before anything
     ctx = build_context(settings, clock)
+    for unread in unread_formats(ctx.catalogue, studies):
+        log.warning("experiment %s: no installed study reads its result format; its runs "
+                    "are archived but give no points (install the study that reads it)",
+                    unread)
     app.state.ctx = ctx
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(pages_routes.study_router(studies.pages))
     _meta_routes(app, ctx.settings)
     app.add_middleware(
         guard.RequestGuard,

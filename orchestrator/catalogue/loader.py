@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from orchestrator.catalogue.manifest import Manifest, ManifestError, parse_manifest
@@ -23,3 +24,15 @@ def load_catalogue(root: Path) -> dict[str, Manifest]:
             )
         catalogue[manifest.name] = manifest
     return catalogue
+
+
+#: The experiments folder when none is configured (settings' default, relative to the
+#: working directory, as the orchestrator is started from a checkout or its image).
+DEFAULT_ROOT = Path("experiments")
+
+
+@cache
+def default_catalogue() -> dict[str, Manifest]:
+    """The catalogue of the default experiments folder (loaded once), for callers that
+    hold no service context; empty when there is no such folder."""
+    return load_catalogue(DEFAULT_ROOT) if DEFAULT_ROOT.is_dir() else {}

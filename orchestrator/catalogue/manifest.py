@@ -9,7 +9,7 @@ before a byte is sent.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -33,6 +33,31 @@ class ResultSpec(BaseModel):
     version: int
 
 
+# --- how the orchestrator reads the experiment's runs (issue 33: studies as plug-ins) ---
+# What describes the experiment itself is a field of its manifest, so that the core
+# names no experiment: a study's code reads its result format, the manifest says what
+# the runs are.
+
+
+class IngestSpec(BaseModel):
+    """How ingest treats the experiment's runs (each field's default is what a run of
+    an experiment that says nothing gets)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    #: One run is a whole ABw-TAT-ABw session: its TAT and ABw steps pair among
+    #: themselves, never with other runs of its campaign occurrence on the SIM.
+    whole_session: bool = False
+    #: The measurement server may be the sender (downlink): ingest reads the server's
+    #: side of the capture (``server/capture/``) and hands its flows to the study.
+    sender_capture: bool = False
+    #: The run's JSON-lines tool records (ABw estimates) are points of their own; False
+    #: when the result file already holds them (written once, as the study's points).
+    records: bool = True
+
+
+# --- end of the study fields ---
+
+
 class _ManifestDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
@@ -44,6 +69,7 @@ class _ManifestDoc(BaseModel):
     duration_s: str | float
     data_volume_bytes: str | float
     interfaces: int = Field(1, ge=1, le=8)
+    ingest: IngestSpec = IngestSpec()
 
     @field_validator("parameters")
     @classmethod
@@ -67,6 +93,7 @@ class Manifest:
     duration: Expression
     data_volume: Expression
     interfaces: int
+    ingest: IngestSpec = field(default_factory=IngestSpec)
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -127,11 +154,11 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
     except ExpressionError as e:
         raise ManifestError(f"{source}: {e}") from e
     known = set(doc.parameters) | FORECAST_VARIABLES
-    for field, expr in (("duration_s", duration), ("data_volume_bytes", volume)):
+    for key, expr in (("duration_s", duration), ("data_volume_bytes", volume)):
         unknown = expr.names - known
         if unknown:
             raise ManifestError(
-                f"{source}: {field} uses {sorted(unknown)}, which are neither parameters "
+                f"{source}: {key} uses {sorted(unknown)}, which are neither parameters "
                 f"nor {sorted(FORECAST_VARIABLES)}"
             )
     manifest = Manifest(
@@ -144,6 +171,7 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
         duration=duration,
         data_volume=volume,
         interfaces=doc.interfaces,
+        ingest=doc.ingest,
     )
     try:  # defaults must satisfy the schema, and forecasts must evaluate on them
         defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}

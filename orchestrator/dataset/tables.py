@@ -127,12 +127,20 @@ class PointTable:
     fields: tuple[str, ...]
 
 
-def _point_table(name: str, title: str, description: str, measurement: str,
-                 tags: tuple[Column, ...], fields: tuple[str, ...]) -> PointTable:
-    columns = (TIME, ZONE, *PLACE, *RUN, *tags, *_fields(*fields))
+def point_table(name: str, title: str, description: str, measurement: str, *,
+                tags: tuple[Column, ...], fields: tuple[Column, ...]) -> PointTable:
+    """A table of one measurement's points: time, time zone, place and run columns,
+    then ``tags`` and ``fields`` (a study's release table is one of these)."""
+    columns = (TIME, ZONE, *PLACE, *RUN, *tags, *fields)
     key = ("time_utc", "node", "interface", "run", *(t.name for t in tags))
     return PointTable(TableSpec(name, title, description, columns, key), measurement,
-                      tuple(t.name for t in tags), fields)
+                      tuple(t.name for t in tags), tuple(f.name for f in fields))
+
+
+def _point_table(name: str, title: str, description: str, measurement: str,
+                 tags: tuple[Column, ...], fields: tuple[str, ...]) -> PointTable:
+    return point_table(name, title, description, measurement, tags=tags,
+                       fields=_fields(*fields))
 
 
 POINT_TABLES = (

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from orchestrator.pages.data import Choices, Filters
 from orchestrator.pages.svg import esc
-from orchestrator.pages.views import PAGES, Page, Table
+from orchestrator.pages.views import CORE_PAGES, NavEntry, Page, Table
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#111;background:#fff}
@@ -37,10 +37,12 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 
 
 def document(*, title: str, body: str, current: str | None = None,
-             signed_in: bool = True) -> str:
-    nav = "".join(
-        f'<li><a href="/pages/{slug}"{" aria-current=page" if slug == current else ""}>'
-        f"{esc(name)}</a></li>" for slug, name, _ in PAGES)
+             signed_in: bool = True, nav: Sequence[NavEntry] = CORE_PAGES) -> str:
+    """The page around ``body``; ``nav`` the navigation's pages (the routes pass the
+    core's and the installed studies', :func:`orchestrator.pages.contrib.navigation`)."""
+    links = "".join(
+        f'<li><a href="/pages/{e.slug}"{" aria-current=page" if e.slug == current else ""}>'
+        f"{esc(e.title)}</a></li>" for e in nav)
     logout = ('<form method="post" action="/pages/logout"><button type="submit">'
               "Sign out</button></form>") if signed_in else ""
     return (
@@ -49,7 +51,7 @@ def document(*, title: str, body: str, current: str | None = None,
         '</title><meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<style>{STYLE}</style></head><body>"
         f'<header><a href="/"><strong>MBB testbed</strong></a>'
-        f'<nav aria-label="Dashboards"><ul>{nav}</ul></nav>{logout}</header>'
+        f'<nav aria-label="Dashboards"><ul>{links}</ul></nav>{logout}</header>'
         f"<main>{body}</main></body></html>\n"
     )
 
@@ -96,7 +98,8 @@ def _numeric(text: str) -> bool:
     return bool(text) and text.replace(".", "", 1).replace("-", "", 1).isdigit()
 
 
-def page_html(page: Page, *, filters: Filters, choices: Choices) -> str:
+def page_html(page: Page, *, filters: Filters, choices: Choices,
+              nav: Sequence[NavEntry] = CORE_PAGES) -> str:
     parts = [f"<h1>{esc(page.title)}</h1>", f"<p>{esc(page.intro)}</p>"]
     if page.slug and page.filterable:
         parts.append(filter_form(page.slug, filters, choices))
@@ -121,10 +124,12 @@ def page_html(page: Page, *, filters: Filters, choices: Choices) -> str:
         parts += [f'<form class="action" method="post" action="{esc(a.path)}">'
                   f'<button type="submit">{esc(a.label)}</button></form>' for a in s.actions]
         parts.append("</section>")
-    return document(title=page.title, body="".join(parts), current=page.slug or None)
+    return document(title=page.title, body="".join(parts), current=page.slug or None,
+                    nav=nav)
 
 
-def login_html(*, next_url: str, error: str | None = None) -> str:
+def login_html(*, next_url: str, error: str | None = None,
+               nav: Sequence[NavEntry] = CORE_PAGES) -> str:
     err = f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
     body = (
         "<h1>Sign in</h1>"
@@ -137,9 +142,9 @@ def login_html(*, next_url: str, error: str | None = None) -> str:
         '<label>API token <input type="password" name="token" autocomplete="current-password" '
         'required size="40"></label> <button type="submit">Sign in</button></form>'
     )
-    return document(title="Sign in", body=body, signed_in=False)
+    return document(title="Sign in", body=body, signed_in=False, nav=nav)
 
 
-def error_html(*, title: str, message: str) -> str:
-    return document(title=title,
+def error_html(*, title: str, message: str, nav: Sequence[NavEntry] = CORE_PAGES) -> str:
+    return document(title=title, nav=nav,
                     body=f'<h1>{esc(title)}</h1><p class="error" role="alert">{esc(message)}</p>')

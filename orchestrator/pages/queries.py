@@ -18,17 +18,11 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.analysis.proxy_data import SimHistory, SimId, histories
-from orchestrator.pages.abwtools import AbwToolsRow
-from orchestrator.pages.cca import CcaRow
 from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
-from orchestrator.pages.goodput import GoodputRow
-from orchestrator.pages.shortflows_data import ShortFlowRow
 from orchestrator.services.access import Readable
-from orchestrator.timeseries.ccacompare import CCA_COMPARE
 from orchestrator.timeseries.influx import Series, literal
 from orchestrator.timeseries.proxyrows import campaign_points
-from orchestrator.timeseries.schema import ABW, ABW_TOOLS, GOODPUT, TAT_SUMMARY
-from orchestrator.timeseries.shortflows import SHORT_FLOWS
+from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
 
 PLACE_TAGS = ("node", "country", "operator", "operator_name")
 RUN_TAGS = ("campaign", "run", "session", "direction")
@@ -88,6 +82,14 @@ def _where(row: dict[str, Any]) -> Where:
                  operator=_s(row, "operator"), operator_name=_s(row, "operator_name"))
 
 
+#: For the studies' own queries (orchestrator.study): the same SELECT of a measurement's
+#: fields with the place and run tags, its rows, a tag as text, a row's place.
+select_points = _select
+result_rows = _rows
+text = _s
+where_of = _where
+
+
 def tat_summaries(ts: TimeSeriesQuery, filters: Filters, *,
                   readable: Readable) -> list[TatSummaryRow]:
     out = []
@@ -139,117 +141,6 @@ def choices(ts: TimeSeriesQuery, filters: Filters, *, readable: Readable) -> Cho
                    operators=tuple(Choice(k, v) for k, v in sorted(operators.items(),
                                                                    key=lambda kv: kv[1])),
                    nodes=tuple(sorted(nodes)))
-
-
-# --- short-flows ----------------------------------------------------------------------
-
-
-def short_flows_query(filters: Filters) -> str:
-    return _select(SHORT_FLOWS, ("status", "fct_s", "rtt_3whs_s", "size_bytes", "kind"),
-                   filters)
-
-
-def short_flows(ts: TimeSeriesQuery, filters: Filters, *,
-                readable: Readable) -> list[ShortFlowRow]:
-    """Every ``short_flows`` point the caller may read, excluded and failed ones too
-    (the page counts them)."""
-    out = []
-    for row in _rows(ts.query(short_flows_query(filters))):
-        if row.get("size_bytes") is None or not readable.run(_s(row, "run")):
-            continue
-        fct, rtt = row.get("fct_s"), row.get("rtt_3whs_s")
-        out.append(ShortFlowRow(
-            time_ns=int(row["time"]), where=_where(row), run=_s(row, "run"),
-            session=_s(row, "session"), direction=_s(row, "direction"),
-            kind=_s(row, "kind"), size_bytes=int(row["size_bytes"]),
-            status=_s(row, "status"), fct_s=None if fct is None else float(fct),
-            rtt_3whs_s=None if rtt is None else float(rtt)))
-    return out
-
-
-# --- goodput-sequence (orchestrator/pages/goodput.py) ----------------------------------
-
-
-def goodput_query(filters: Filters) -> str:
-    return _select(GOODPUT, ("goodput_bps", "index", "size"), filters)
-
-
-def goodput_transfers(ts: TimeSeriesQuery, filters: Filters, *,
-                      readable: Readable) -> list[GoodputRow]:
-    """Every transfer of the goodput-sequence runs the caller may read."""
-    out = []
-    for row in _rows(ts.query(goodput_query(filters))):
-        if row.get("goodput_bps") is None or not readable.run(_s(row, "run")):
-            continue
-        out.append(GoodputRow(
-            time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
-            run=_s(row, "run"), direction=_s(row, "direction"),
-            size_bytes=int(_s(row, "size") or 0), index=int(row.get("index") or 0),
-            goodput_bps=float(row["goodput_bps"])))
-    return out
-
-
-# --- cca-compare (orchestrator/pages/cca.py) -------------------------------------------
-
-
-def cca_query(filters: Filters) -> str:
-    return _select(CCA_COMPARE, ("status", "throughput_bps", "self_delay_s", "retrans_pct",
-                                 "dupack_pct", "sinr_db", "handovers", "cca", "kind"),
-                   filters)
-
-
-def _opt(row: dict[str, Any], key: str) -> float | None:
-    v = row.get(key)
-    return None if v is None else float(v)
-
-
-def cca_transfers(ts: TimeSeriesQuery, filters: Filters, *,
-                  readable: Readable) -> list[CcaRow]:
-    """Every transfer of the cca-compare runs the caller may read, failed ones too (the
-    page counts them)."""
-    out = []
-    for row in _rows(ts.query(cca_query(filters))):
-        if row.get("status") is None or not readable.run(_s(row, "run")):
-            continue
-        handovers = row.get("handovers")
-        out.append(CcaRow(
-            time_ns=int(row["time"]), where=_where(row), run=_s(row, "run"),
-            direction=_s(row, "direction"), cca=_s(row, "cca"), kind=_s(row, "kind"),
-            status=_s(row, "status"), throughput_bps=_opt(row, "throughput_bps"),
-            self_delay_s=_opt(row, "self_delay_s"), retrans_pct=_opt(row, "retrans_pct"),
-            dupack_pct=_opt(row, "dupack_pct"), sinr_db=_opt(row, "sinr_db"),
-            handovers=None if handovers is None else int(handovers)))
-    return out
-
-
-# --- abw-tools (orchestrator/pages/abwtools.py) ----------------------------------------
-
-
-def abw_tools_query(filters: Filters) -> str:
-    return _select(ABW_TOOLS, ("estimate_bps", "tat_bps", "tats", "latency_s", "probe_bytes",
-                               "probe_packets", "control_bytes", "repetition", "step",
-                               "method", "size", "interface"), filters)
-
-
-def abw_tools_estimates(ts: TimeSeriesQuery, filters: Filters, *,
-                        readable: Readable) -> list[AbwToolsRow]:
-    """Every estimate of the abw-tools runs the caller may read."""
-    out = []
-    for row in _rows(ts.query(abw_tools_query(filters))):
-        if row.get("estimate_bps") is None or row.get("tat_bps") is None \
-                or not readable.run(_s(row, "run")):
-            continue
-        out.append(AbwToolsRow(
-            time_ns=int(row["time"]), where=_where(row), interface=_s(row, "interface"),
-            run=_s(row, "run"), direction=_s(row, "direction"), method=_s(row, "method"),
-            size=int(row["size"]), estimate_bps=float(row["estimate_bps"]),
-            tat_bps=float(row["tat_bps"]), tats=int(row.get("tats") or 0),
-            latency_s=float(row.get("latency_s") or 0.0),
-            probe_bytes=int(row.get("probe_bytes") or 0),
-            probe_packets=int(row.get("probe_packets") or 0),
-            control_bytes=int(row.get("control_bytes") or 0),
-            repetition=int(row.get("repetition") or 0), step=int(row.get("step") or 0)))
-    return out
 
 
 # --- abw-proxy (orchestrator/pages/abwproxy.py) ----------------------------------------

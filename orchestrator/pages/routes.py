@@ -1,6 +1,6 @@
-"""The dashboard pages over HTTP: ``/`` (index), the study pages (:data:`STUDY_PAGES`:
-``/pages/{hourly,daily,abw-tat,time-of-day,short-flows,goodput,cca-compare,abw-tools,
-abw-proxy}``), ``/pages/{campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
+"""The dashboard pages over HTTP: ``/`` (index), the time-series pages (the core's,
+:data:`STUDY_PAGES`, and every installed study's, :func:`study_router`),
+``/pages/{campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
 
@@ -30,7 +30,7 @@ A forged cross-site POST carries no cookie (SameSite=Strict), and a POST whose
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -42,13 +42,10 @@ from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Una
 from orchestrator.model.fleet import BadFleetFilter, parse_query
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.abwproxy import abw_proxy_page
-from orchestrator.pages.abwtools import abw_tools_page
-from orchestrator.pages.cca import cca_page
+from orchestrator.pages.contrib import PageBuilder, StudyPage, navigation
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.pages.forms import BadForm, read_form
-from orchestrator.pages.goodput import goodput_page
-from orchestrator.pages.shortflows import short_flows_page
-from orchestrator.services.access import Readable, readable
+from orchestrator.services.access import readable
 from orchestrator.services.auth import Principal, authenticate_user, bearer_token
 from orchestrator.services.campaigns import cancel_campaign, delete_campaign, list_campaigns
 from orchestrator.services.context import Context
@@ -145,7 +142,8 @@ def _guard(request: Request) -> Principal | Response:
         signed_in = _sign_in(request, given, target)
         if signed_in is not None:
             return signed_in
-        return _html(html.login_html(next_url=target, error="That token was not accepted."),
+        return _html(html.login_html(nav=navigation(), next_url=target,
+                                     error="That token was not accepted."),
                      401)
     principal = _caller(request)
     if principal is not None:
@@ -168,10 +166,6 @@ def _filters(campaign: str | None, operator: str | None, node: str | None,
                    days=n)
 
 
-PageBuilder = Callable[[queries.TimeSeriesQuery, Filters, views.Zones, Readable],
-                       views.Page]
-
-
 def _page(request: Request, build: PageBuilder, *, campaign: str | None,
           operator: str | None, node: str | None, days: str | None) -> Response:
     principal = _guard(request)
@@ -180,11 +174,11 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
     try:
         filters = _filters(campaign, operator, node, days)
     except BadFilter as e:
-        return _html(html.error_html(title="Bad filter", message=str(e)), 400)
+        return _html(html.error_html(nav=navigation(), title="Bad filter", message=str(e)), 400)
     ts = _store(request)
     if ts is None:
         return _html(html.error_html(
-            title="No time-series store",
+            nav=navigation(), title="No time-series store",
             message="The orchestrator has no InfluxDB configured, so there is nothing to "
                     "show. Set TESTBED_INFLUX__URL (and __DATABASE) and restart it."), 503)
     zones = views.Zones({n.id: n.timezone for n in list_nodes(_ctx(request))})
@@ -193,8 +187,9 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
         page = build(ts, filters, zones, mine)
         choices = queries.choices(ts, filters, readable=mine)
     except TimeSeriesError as e:
-        return _html(html.error_html(title="Time series unavailable", message=str(e)), 503)
-    return _html(html.page_html(page, filters=filters, choices=choices))
+        return _html(html.error_html(nav=navigation(), title="Time series unavailable",
+                                     message=str(e)), 503)
+    return _html(html.page_html(page, filters=filters, choices=choices, nav=navigation()))
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -203,8 +198,8 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
 def index(request: Request) -> Response:
     if isinstance(principal := _guard(request), Response):
         return principal
-    return _html(html.page_html(views.index_page(), filters=Filters(),
-                                choices=Choices()))
+    return _html(html.page_html(views.index_page(navigation()), filters=Filters(),
+                                choices=Choices(), nav=navigation()))
 
 
 #: The study pages: each reads the store through the caller's filters and what they may
@@ -219,14 +214,6 @@ STUDY_PAGES: dict[str, PageBuilder] = {
         filters=f),
     "/pages/time-of-day": lambda ts, f, z, r: views.timeofday_page(
         queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-    "/pages/short-flows": lambda ts, f, _z, r: short_flows_page(
-        queries.short_flows(ts, f, readable=r), filters=f),
-    "/pages/goodput": lambda ts, f, _z, r: goodput_page(
-        queries.goodput_transfers(ts, f, readable=r), filters=f),
-    "/pages/cca-compare": lambda ts, f, _z, r: cca_page(
-        queries.cca_transfers(ts, f, readable=r), filters=f),
-    "/pages/abw-tools": lambda ts, f, _z, r: abw_tools_page(
-        queries.abw_tools_estimates(ts, f, readable=r), filters=f),
     "/pages/abw-proxy": lambda ts, f, _z, r: abw_proxy_page(
         queries.proxy_histories(ts, f, readable=r), filters=f),
 }
@@ -246,6 +233,16 @@ for _path, _build in STUDY_PAGES.items():
                          response_class=HTMLResponse)
 
 
+def study_router(pages: Sequence[StudyPage]) -> APIRouter:
+    """The installed studies' pages (:mod:`.contrib`), served as the core's are; the
+    app factory includes it after :data:`router`."""
+    out = APIRouter(include_in_schema=False, tags=["pages"])
+    for page in pages:
+        out.add_api_route(f"/pages/{page.slug}", _study_route(page.build), methods=["GET"],
+                          response_class=HTMLResponse)
+    return out
+
+
 @router.get("/pages/campaigns", response_class=HTMLResponse)
 def campaigns_list(request: Request) -> Response:
     """Campaigns and the planner's decisions: from the state database, not the store."""
@@ -253,7 +250,7 @@ def campaigns_list(request: Request) -> Response:
         return principal
     page = campaigns.campaigns_page(list_campaigns(_ctx(request), principal),
                                     viewer=principal.name, admin=principal.is_admin)
-    return _html(html.page_html(page, filters=Filters(), choices=Choices()))
+    return _html(html.page_html(page, filters=Filters(), choices=Choices(), nav=navigation()))
 
 
 def _same_site(request: Request) -> bool:
@@ -274,13 +271,14 @@ def _campaign_action(request: Request, act: Callable[[Principal], object]) -> Re
     if me is None:
         return RedirectResponse("/pages/login?next=/pages/campaigns", status_code=303)
     if not _same_site(request):
-        return _html(html.error_html(title="Refused", message="This form was sent from "
+        return _html(html.error_html(nav=navigation(), title="Refused",
+                                     message="This form was sent from "
                                      "another site; use the campaigns page itself."), 403)
     try:
         act(me)
     except (NotFound, Forbidden, Conflict) as e:
         status = next(code for cls, code in _ACTION_STATUS.items() if isinstance(e, cls))
-        return _html(html.error_html(title="Not done", message=str(e)), status)
+        return _html(html.error_html(nav=navigation(), title="Not done", message=str(e)), status)
     return RedirectResponse("/pages/campaigns", status_code=303)
 
 
@@ -305,15 +303,16 @@ def fleet_health(request: Request, health: Text = None, node: Text = None,
     try:
         query = parse_query(health=health, node=node, sims=sims, page=page)
     except BadFleetFilter as e:
-        return _html(html.error_html(title="Bad filter", message=str(e)), 400)
+        return _html(html.error_html(nav=navigation(), title="Bad filter", message=str(e)), 400)
     ctx = _ctx(request)
     built = fleet.fleet_page(fleet_view(ctx, query), now=ctx.clock.now())
-    return _html(html.page_html(built, filters=Filters(), choices=Choices()))
+    return _html(html.page_html(built, filters=Filters(), choices=Choices(),
+                                 nav=navigation()))
 
 
 @router.get("/pages/login", response_class=HTMLResponse)
 def login_form(next: Text = None) -> Response:
-    return _html(html.login_html(next_url=_safe_next(next)))
+    return _html(html.login_html(nav=navigation(), next_url=_safe_next(next)))
 
 
 @router.post("/pages/login", response_class=HTMLResponse)
@@ -323,18 +322,20 @@ async def login(request: Request) -> Response:
         form = read_form(await request.body(), request.headers.get("content-type"),
                          LOGIN_FIELDS)
     except BadForm as e:
-        return _html(html.login_html(next_url="/", error=f"The form was not read: {e}."),
-                     400)
+        return _html(html.login_html(nav=navigation(), next_url="/",
+                                     error=f"The form was not read: {e}."), 400)
     target = _safe_next(form.get("next"))
     if "token" not in form:
-        return _html(html.login_html(next_url=target, error="The form was not read: it "
-                                     "has no 'token' field."), 400)
+        return _html(html.login_html(nav=navigation(), next_url=target,
+                                     error="The form was not read: it has no 'token' "
+                                           "field."), 400)
     token = form["token"].strip()
     if not token:
-        return _html(html.login_html(next_url=target, error="Enter your API token."), 401)
+        return _html(html.login_html(nav=navigation(), next_url=target,
+                                     error="Enter your API token."), 401)
     signed_in = await run_in_threadpool(_sign_in, request, token, target)
     if signed_in is None:
-        return _html(html.login_html(next_url=target,
+        return _html(html.login_html(nav=navigation(), next_url=target,
                                      error="That token was not accepted: check it, or ask "
                                            "an administrator for one."), 401)
     return signed_in

@@ -403,37 +403,41 @@ def timeofday_page(rows: Sequence[TatSummaryRow], *, zones: Zones, filters: Filt
 
 # --- index ----------------------------------------------------------------------------
 
-#: The pages, as the index and the navigation list them: (slug, title, what it shows).
-PAGES = (
-    ("hourly", "Hourly behaviour", "TAT rate by hour of day per operator (box plots)."),
-    ("daily", "Daily behaviour", "Daily mean TAT rate per operator over a campaign."),
-    ("abw-tat", "ABw vs TAT", "ABw estimates against TAT per country and operator, the "
-     "relative-difference CDF, ABw latency and volume ratio."),
-    ("time-of-day", "Time-of-day significance",
-     "Daily-cycle test (Lomb-Scargle, differential BIC) per node and operator."),
-    ("short-flows", "Short flows",
-     "Short-flow completion time against size per operator, with the slow-start model, "
-     "its RTT/capacity sensitivity and the time-of-day test per size."),
-    ("goodput", "First transfer", "goodput-sequence: goodput per transfer size, the first "
-     "transfer after idle (g1) against the median of the rest and its 95 % interval."),
-    ("cca-compare", "CUBIC vs BBR", "cca-compare: throughput, self-inflicted delay, "
-     "retransmissions and duplicate ACKs per congestion control, by SINR and with or "
-     "without a handover, with a Mann-Whitney test of each difference."),
-    ("abw-tools", "ABw tools", "abw-tools: each ABw method at small and large probes "
-     "against TAT on the same link (error, latency, probe bytes, overhead), and the "
-     "small probes' error beside the large ones' (a gateway's packet-rate cap)."),
-    ("abw-proxy", "ABw proxy", "The calibrated TAT proxy per SIM: predicted against "
-     "measured TAT with 90 % intervals, their coverage on held-back TATs, the median "
-     "absolute error, and bytes spent against an all-TAT campaign (docs/abw-proxy.md)."),
-    ("campaigns", "Campaigns", "Each campaign's runs by state and the planner's decisions: "
-     "what was deferred, skipped or rejected, and why."),
-    ("fleet", "Fleet health", "Nodes by health (offline and stale first), last heartbeat, "
-     "SIMs, free disk, bundles waiting; each SIM's data plan and use."),
+@dataclass(frozen=True)
+class NavEntry:
+    """A page as the navigation and the index list it."""
+
+    slug: str
+    title: str
+    summary: str  # what it shows
+    order: int  # place in the navigation
+
+
+#: The core's pages, as the index and the navigation list them; the studies' pages
+#: (:mod:`.contrib`) are listed among them by their order.
+CORE_PAGES = (
+    NavEntry("hourly", "Hourly behaviour",
+             "TAT rate by hour of day per operator (box plots).", 10),
+    NavEntry("daily", "Daily behaviour",
+             "Daily mean TAT rate per operator over a campaign.", 20),
+    NavEntry("abw-tat", "ABw vs TAT", "ABw estimates against TAT per country and operator, "
+             "the relative-difference CDF, ABw latency and volume ratio.", 30),
+    NavEntry("time-of-day", "Time-of-day significance",
+             "Daily-cycle test (Lomb-Scargle, differential BIC) per node and operator.", 40),
+    NavEntry("abw-proxy", "ABw proxy", "The calibrated TAT proxy per SIM: predicted "
+             "against measured TAT with 90 % intervals, their coverage on held-back TATs, "
+             "the median absolute error, and bytes spent against an all-TAT campaign "
+             "(docs/abw-proxy.md).", 90),
+    NavEntry("campaigns", "Campaigns", "Each campaign's runs by state and the planner's "
+             "decisions: what was deferred, skipped or rejected, and why.", 1000),
+    NavEntry("fleet", "Fleet health", "Nodes by health (offline and stale first), last "
+             "heartbeat, SIMs, free disk, bundles waiting; each SIM's data plan and use.",
+             1010),
 )
 
 
-def index_page() -> Page:
-    links = tuple(Link(f"/pages/{slug}", name, what) for slug, name, what in PAGES)
+def index_page(nav: Sequence[NavEntry] = CORE_PAGES) -> Page:
+    links = tuple(Link(f"/pages/{e.slug}", e.title, e.summary) for e in nav)
     return Page("", "Measurement dashboards",
                 "The testbed's own views of the time series, for users without Grafana. "
                 "Every page takes the filters campaign, operator (MCC-MNC), node and days.",

@@ -26,9 +26,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orchestrator.dataset import metadata as M
+from orchestrator.dataset.contrib import release_tables
 from orchestrator.dataset.release import Release, changelog
 from orchestrator.dataset.room import SMALLER
-from orchestrator.dataset.tables import SCHEMA_VERSION, TABLES, Row, TableSpec, sorted_rows
+from orchestrator.dataset.tables import SCHEMA_VERSION, Row, TableSpec, sorted_rows
 from orchestrator.errors import NoSpace
 
 _ARROW = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
@@ -97,7 +98,7 @@ def _previous(previous: Path | None) -> tuple[str | None, dict[str, int] | None,
         return None, None, ""
     doc = json.loads((previous / M.DESCRIPTOR).read_text())
     counts = {}
-    for spec in TABLES:
+    for spec in release_tables():
         path = previous / "tables" / f"{spec.name}.csv"
         if path.exists():
             counts[spec.name] = max(0, len(path.read_bytes().splitlines()) - 1)
@@ -118,7 +119,8 @@ def write_release(out: Path, release: Release, rows: Mapping[str, list[Row]],
     it was: no partial release."""
     files: dict[str, bytes] = dict(extra)
     counts = {}
-    for spec in TABLES:
+    tables = release_tables()
+    for spec in tables:
         ordered = sorted_rows(spec, rows.get(spec.name, []))
         counts[spec.name] = len(ordered)
         files[f"tables/{spec.name}.csv"] = csv_bytes(spec, ordered)
@@ -127,9 +129,9 @@ def write_release(out: Path, release: Release, rows: Mapping[str, list[Row]],
     files[M.CHANGELOG] = changelog(release.version, before_version, counts, before_counts,
                                    older).encode()
     files[M.CITATION] = M.citation(release)
-    files[M.README] = M.readme(release, counts, TABLES)
+    files[M.README] = M.readme(release, counts, tables)
     sizes = {p: (len(d), _digest(d)) for p, d in files.items()}
-    files[M.DESCRIPTOR] = M.descriptor_bytes(M.descriptor(release, TABLES, sizes))
+    files[M.DESCRIPTOR] = M.descriptor_bytes(M.descriptor(release, tables, sizes))
     files[M.CHECKSUMS] = M.checksums({p: _digest(d) for p, d in files.items()})
     if room is not None:
         room(files)
@@ -228,7 +230,7 @@ def _check_descriptor(root: Path) -> list[str]:
 
 def _check_tables(root: Path) -> list[str]:
     problems = []
-    for spec in TABLES:
+    for spec in release_tables():
         csv_path = root / "tables" / f"{spec.name}.csv"
         pq_path = root / "tables" / f"{spec.name}.parquet"
         if not csv_path.exists() or not pq_path.exists():

@@ -27,9 +27,11 @@ from sqlalchemy import select
 from orchestrator.analysis.abwtat import pair_sessions
 from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.pcap import CaptureError
+from orchestrator.dataset import contrib
 from orchestrator.dataset import tables as T
 from orchestrator.dataset.anonymise import Anonymiser, coarsen
 from orchestrator.dataset.captures import anonymise_capture
+from orchestrator.dataset.contrib import point_tables
 from orchestrator.dataset.records import publish_records
 from orchestrator.dataset.release import Exclusion, Release
 from orchestrator.dataset.room import footprint, refusal
@@ -41,6 +43,7 @@ from orchestrator.services.ingest import (
     METADATA_FILES,
     RESULT_PREFIX,
     campaign_time_offset,
+    ingest_spec,
     run_context,
     run_points,
 )
@@ -259,7 +262,7 @@ def _load_runs(ctx: Context, run_ids: Sequence[str]) -> list[_RunRecord]:
             bundle = s.get(Bundle, run.bundle_sha256) if run.bundle_sha256 else None
             start, end = _times(run)
             out.append(_RunRecord(
-                run=run, context=run_context(node, run),
+                run=run, context=run_context(node, run, ctx.catalogue),
                 zone=(node.timezone if node else "") or "UTC",
                 offset=campaign_time_offset(s, run),
                 bundle=ctx.archive.absolute(bundle.path) if bundle else None,
@@ -296,9 +299,10 @@ def _collect_run(ctx: Context, req: BuildRequest, rec: _RunRecord, anon: Anonymi
     captures = {n: d for n, d in files.items() if n.endswith(CAPTURE)}
     converted = {n: d for n, d in files.items()
                  if n not in captures and (n.startswith(RESULT_PREFIX) or n in METADATA_FILES)}
-    built = run_points(converted, rc, captures={}, max_json_bytes=caps.max_result_json_bytes)
+    built = run_points(converted, rc, captures={}, max_json_bytes=caps.max_result_json_bytes,
+                       records=ingest_spec(ctx.catalogue, run.experiment).records)
     points = _publish_points(shifted(built.points, rec.offset), names, req.grid_deg)
-    for table in T.POINT_TABLES:
+    for table in point_tables():
         got.rows[table.spec.name] += T.point_rows(table, points, zone)
     for name, data in sorted(captures.items()):
         try:
@@ -399,7 +403,7 @@ def _caveats(notes: list[str]) -> tuple[str, ...]:
 
 
 def release_tables() -> tuple[T.TableSpec, ...]:
-    return T.TABLES
+    return contrib.release_tables()
 
 
 def describe(built: Built) -> dict[str, Any]:

@@ -33,13 +33,14 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis.capture import CaptureFlows
+from orchestrator.catalogue.loader import default_catalogue
+from orchestrator.catalogue.manifest import IngestSpec, Manifest
 from orchestrator.errors import Invalid
 from orchestrator.scheduling.recurrence import TimeScale
 from orchestrator.services import flowtool, ingestclaims
 from orchestrator.services.context import Context
 from orchestrator.services.planning import parse_spec
 from orchestrator.store.tables import Bundle, Campaign, Node, Run
-from orchestrator.timeseries.ccacompare import SENDER_CAPTURE_EXPERIMENTS
 from orchestrator.timeseries.influx import InfluxClient, TimeSeriesUnavailable
 from orchestrator.timeseries.lineprotocol import TimeSeriesSink, shifted
 from orchestrator.timeseries.nodeclock import RUN_META, NodeClock, node_clock
@@ -72,27 +73,26 @@ class IngestPass:
     stopped: str | None = None
 
 
-#: Experiments whose one run is a whole ABw-TAT-ABw session: its TAT and ABw steps pair
-#: among themselves. Such a run is a session of its own, never pooled with the other
-#: runs of its campaign occurrence: the demo campaign's TAT step, booked in the same
-#: occurrence just before its abw-tat step, would otherwise join the session as a third
-#: TAT, its bytes counted in TAT's volume against ABw's.
-WHOLE_SESSIONS = frozenset({"abw-tat"})
-
-
-def session_tag(run: Run) -> str:
+def session_tag(run: Run, catalogue: Mapping[str, Manifest] | None = None) -> str:
     """Which ABw-TAT-ABw session a run's points belong to, so the pages can pair each
     TAT with the ABw runs around it: the campaign occurrence on the run's SIM when it
     has one (a session's steps may be separate runs), else the run itself, as for a
-    run that is a whole session (:data:`WHOLE_SESSIONS`)."""
-    if (run.campaign_id and run.session_occurrence is not None
-            and run.experiment not in WHOLE_SESSIONS):
+    run that is a whole session (its manifest's ``ingest.whole_session``). Such a run
+    is a session of its own, never pooled with the other runs of its campaign
+    occurrence: the demo campaign's TAT step, booked in the same occurrence just before
+    its whole-session step, would otherwise join the session as a third TAT, its bytes
+    counted in TAT's volume against ABw's. ``catalogue``: the experiments' manifests
+    (the service context's; without one, those of the default experiments folder)."""
+    manifest = (default_catalogue() if catalogue is None else catalogue).get(run.experiment)
+    whole = manifest is not None and manifest.ingest.whole_session
+    if run.campaign_id and run.session_occurrence is not None and not whole:
         when = run.session_occurrence.strftime("%Y%m%dT%H%M%SZ")
         return f"{run.campaign_id}/{run.node_id}/{run.interface}/{when}"
     return run.id
 
 
-def run_context(node: Node | None, run: Run) -> RunContext:
+def run_context(node: Node | None, run: Run,
+                catalogue: Mapping[str, Manifest] | None = None) -> RunContext:
     iface = next((i for i in node.interfaces if i.name == run.interface), None) if node else None
     return RunContext(
         node=run.node_id,
@@ -104,7 +104,7 @@ def run_context(node: Node | None, run: Run) -> RunContext:
         experiment=run.experiment,
         campaign=run.campaign_id or "",
         run=run.id,
-        session=session_tag(run),
+        session=session_tag(run, catalogue),
     )
 
 
@@ -193,21 +193,29 @@ def _capture_tool() -> str | None:
     return tool
 
 
+def ingest_spec(catalogue: Mapping[str, Manifest], experiment: str) -> IngestSpec:
+    """How the experiment's manifest says its runs are read (the defaults for an
+    experiment no longer in the catalogue)."""
+    manifest = catalogue.get(experiment)
+    return manifest.ingest if manifest is not None else IngestSpec()
+
+
 def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
     """The points of one archived bundle, with notes on what was skipped. Never raises:
     a bundle that breaks conversion is written with no points and the reason in its
     note, so that it is not retried forever ahead of every run after it."""
+    spec = ingest_spec(ctx.catalogue, run.experiment)
     try:
         tool = _capture_tool()
         with tempfile.TemporaryDirectory(prefix="ingest-") as spool:
             files, spooled, skipped = _result_files(
                 ctx, bundle, Path(spool) if tool is not None else None,
-                server_captures=run.experiment in SENDER_CAPTURE_EXPERIMENTS)
+                server_captures=spec.sender_capture)
             captures: dict[str, Callable[[], CaptureFlows]] = {
                 name: partial(flowtool.analyse_file, path, tool=tool)
                 for name, path in spooled.items() if tool is not None}
-            built = run_points(files, run, captures=captures,
-                                  max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
+            built = run_points(files, run, captures=captures, records=spec.records,
+                               max_json_bytes=ctx.settings.uploads.max_result_json_bytes)
     except (BundleError, OSError) as e:  # archived, so inspected: damaged since
         return BundlePoints(points=[], notes=[f"bundle unreadable: {e}"])
     except Exception as e:  # a defect in conversion: logged with its trace, run noted
@@ -219,13 +227,14 @@ def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
 
 def run_points(files: Mapping[str, bytes], run: RunContext, *,
                captures: Mapping[str, Callable[[], CaptureFlows]] | None = None,
-               max_json_bytes: int) -> BundlePoints:
+               max_json_bytes: int, records: bool | None = None) -> BundlePoints:
     """The points of a run's files (what :func:`_result_files` reads: results/ and the
     agent's meta/ files, all stamped on the node's clock) in orchestrator time: moved by
     the clock offset meta/run.json records (:mod:`orchestrator.timeseries.nodeclock`)."""
     node_files = dict(files)
     clock = _node_clock(node_files.pop(RUN_META, None), max_json_bytes)
-    built = bundle_points(node_files, run, captures=captures, max_json_bytes=max_json_bytes)
+    built = bundle_points(node_files, run, captures=captures, max_json_bytes=max_json_bytes,
+                          records=records)
     if clock.note:
         built.notes.append(clock.note)
     return replace(built, points=shifted(built.points, clock.shift))
@@ -261,7 +270,8 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50,
                 bundle = s.get(Bundle, run.bundle_sha256) if run and run.bundle_sha256 else None
                 if run is None or bundle is None:  # deleted since it was claimed
                     continue
-                built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run))
+                built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run,
+                                                          ctx.catalogue))
                 written = shifted(built.points, campaign_time_offset(s, run))
             if not ingestclaims.renew(ctx, run_id, owner, lease_s=lease_s):
                 log.warning("run %s: another worker took over its ingest while this one "

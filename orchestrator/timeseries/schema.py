@@ -1,7 +1,11 @@
-"""The time-series schema: measurement and tag names, and results turned into points.
+"""The time-series schema: tag names, the core's measurements, and a run's files turned
+into points.
 
-One place names what dashboards and researchers query (documented for users in
-docs/timeseries.md), so a renamed field is a change here and there, never a surprise.
+The core's measurements are what every run has (the agent's modem, GPS and health
+samples, flows from captures) and the quotas; each result format's measurements are its
+study's (:mod:`.readers`, studies/<name>/points.py), and :data:`FIELDS` holds them all,
+so a point with a field nobody declared is refused as it is built. What dashboards and
+researchers query is documented for users in docs/timeseries.md.
 Tags are the run's context (DESIGN.md "Data"): node, country, operator (MCC-MNC) and
 operator_name, interface, rat, experiment, campaign, run, session; results add
 ``direction`` (uplink/downlink) and, for ABw, ``method``. Everything measured is a field.
@@ -9,31 +13,29 @@ operator_name, interface, rat, experiment, campaign, run, session; results add
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from orchestrator.analysis.capture import CaptureFlows, reference_flows
 from orchestrator.analysis.flows import FlowStats
-from orchestrator.analysis.policing import MIN_BINS, classify_policing
+from orchestrator.catalogue.loader import default_catalogue
+from orchestrator.catalogue.plugins import installed
 from orchestrator.errors import Invalid
-from orchestrator.timeseries.ccacompare import (
-    CCA_BINS,
-    CCA_BINS_FIELDS,
-    CCA_COMPARE,
-    CCA_COMPARE_FIELDS,
-    modem_samples,
-    transfer_rows,
-)
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
-from orchestrator.timeseries.shortflows import SHORT_FLOWS, SHORT_FLOWS_FIELDS, flow_rows
+from orchestrator.timeseries.readers import (
+    Readers,
+    ResultReader,
+    RunInputs,
+    readers_of,
+)
 from testbed_common.untrusted import load_json, load_json_lines
-from testbed_kit import abw_tools, cca_compare, goodput, short_flows, tat_result
 
+#: Measurements of studies (studies/tat, studies/abw_tat) that the core's own pages,
+#: release tables and proxy mode still query by name, until those move to the studies.
 TAT = "tat"
 TAT_SUMMARY = "tat_summary"
 ABW = "abw"
@@ -42,26 +44,10 @@ GPS = "gps"
 SYSTEM = "system"
 QUOTA = "quota"
 FLOWS = "flows"
-# goodput-sequence (docs/goodput-sequence.md): one point per transfer, one per run.
-GOODPUT = "goodput"
-GOODPUT_SUMMARY = "goodput_summary"
-# abw-tools (testbed.abw-tools): one point per estimate, against the TAT around it.
-ABW_TOOLS = "abw_tools"
-#: The experiment whose ABw estimates are ``abw_tools`` points only (with their probe
-#: size and TAT), not also ``abw`` points: those pair with TATs on the ABw vs TAT page.
-ABW_TOOLS_EXPERIMENT = "abw-tools"
 
-#: Field names of each measurement (what a point may carry).
-FIELDS: dict[str, frozenset[str]] = {
-    TAT: frozenset({"bps", "bytes", "duration_s"}),
-    TAT_SUMMARY: frozenset({
-        "mean_bps", "bytes", "sender_bytes", "duration_s", "retransmits", "bins",
-        "policing", "stable_bps", "time_to_90_s", "peak_bps", "drop_s",
-    }),
-    ABW: frozenset({
-        "estimate_bps", "low_bps", "high_bps", "latency_s", "bytes", "packets_sent",
-        "loss", "rtt_s", "step",
-    }),
+#: Field names of the core's measurements (what a point may carry): the agent's
+#: samples and captures, which every run has, and the quotas.
+CORE_FIELDS: dict[str, frozenset[str]] = {
     MODEM: frozenset({"rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat"}),
     GPS: frozenset({"lat", "lon", "alt_m", "speed_mps"}),
     SYSTEM: frozenset({"cpu_pct", "temperature_c", "mem_pct", "disk_free_bytes"}),
@@ -70,22 +56,30 @@ FIELDS: dict[str, frozenset[str]] = {
         "fct_s", "rtt_3whs_s", "retrans_pct", "retrans_bytes_pct", "dupack_pct",
         "self_delay_s", "self_delay_p95_s", "payload_bytes",
     }),
-    # short-flows (testbed.short-flows): one point per flow, figures from the capture.
-    SHORT_FLOWS: SHORT_FLOWS_FIELDS,
-    # cca-compare (testbed.cca-compare): one point per transfer, one per 100 ms bin.
-    CCA_COMPARE: CCA_COMPARE_FIELDS,
-    CCA_BINS: CCA_BINS_FIELDS,
-    ABW_TOOLS: frozenset({
-        "estimate_bps", "tat_bps", "error", "latency_s", "probe_bytes", "probe_packets",
-        "control_bytes", "overhead", "repetition", "step", "tats",
-    }),
-    GOODPUT: frozenset({"goodput_bps", "bytes", "total_s", "connect_s", "first_byte_s",
-                        "index"}),
-    GOODPUT_SUMMARY: frozenset({
-        "g1_bps", "median_bps", "mean_bps", "q1_bps", "q3_bps", "ci_low_bps", "ci_high_bps",
-        "ci_level", "g1_excess_s", "g1_below_ci", "transfers", "size_bytes", "idle_gap_s",
-    }),
 }
+
+
+
+class _Fields(Mapping[str, frozenset[str]]):
+    """The core's measurements and every installed study's (:mod:`.readers`), read when
+    first asked (so importing this module loads no study)."""
+
+    def _all(self) -> Mapping[str, frozenset[str]]:
+        studies = installed_readers().measurements
+        return {**CORE_FIELDS, **{n: m.field_names for n, m in studies.items()}}
+
+    def __getitem__(self, key: str) -> frozenset[str]:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+#: Field names of each measurement (what a point may carry), the studies' included.
+FIELDS: Mapping[str, frozenset[str]] = _Fields()
 
 TAGS = ("node", "country", "operator", "operator_name", "interface", "rat", "experiment",
         "campaign", "run", "session")
@@ -136,80 +130,6 @@ def point(measurement: str, ctx: RunContext, fields: Mapping[str, FieldValue | N
         raise ValueError(f"{measurement} has no field {sorted(unknown)}; known: {sorted(known)}")
     return Point(measurement=measurement, fields=dict(fields), time_ns=time_ns,
                  tags=ctx.tags(**extra_tags))
-
-
-def tat_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
-    """A ``testbed.tat`` v1 result as one ``tat`` point per bin and a ``tat_summary``.
-
-    Bins are stamped at the transfer start plus the bin's offset; the summary at the
-    start, with the policing profile when the transfer is long enough to show one.
-    """
-    if (result.get("format") != tat_result.FORMAT
-            or int(result.get("version", 0)) != tat_result.VERSION):
-        raise ValueError(f"not a {tat_result.FORMAT} v{tat_result.VERSION} result: "
-                         f"{result.get('format')!r} v{result.get('version')}")
-    start = to_ns(str(result["start"]))
-    direction = str(result["direction"])
-    points = [
-        point(TAT, ctx, {"bps": float(b["bits_per_second"]), "bytes": int(b["bytes"]),
-                         "duration_s": float(b["duration_s"])},
-              start + round(float(b["t_s"]) * 1e9), direction=direction)
-        for b in result["bins"]
-    ]
-    summary: dict[str, FieldValue | None] = {
-        "mean_bps": float(result["mean_bps"]),
-        "bytes": int(result["bytes"]),
-        "sender_bytes": int(result["sender_bytes"]),
-        "duration_s": float(result["duration_s"]),
-        "retransmits": result.get("retransmits"),
-        "bins": len(result["bins"]),
-    }
-    bin_s = float(result["bin_s"])
-    rates = [float(b["bits_per_second"]) for b in result["bins"]
-             if float(b["duration_s"]) >= bin_s * 0.9]  # the short tail bin is no rate
-    if len(rates) >= MIN_BINS:
-        profile = classify_policing(rates, bin_s=bin_s)
-        summary.update(policing=profile.kind.value, stable_bps=profile.stable_bps,
-                       time_to_90_s=profile.time_to_90_s, peak_bps=profile.peak_bps,
-                       drop_s=profile.drop_s)
-    points.append(point(TAT_SUMMARY, ctx, summary, start, direction=direction))
-    return points
-
-
-#: An ABw-TAT-ABw session names each ABw step's records ``abw-<step>-<method>.jsonl``.
-_ABW_STEP_FILE = re.compile(r"(?:^|/)abw-(\d+)-[^/]*\.jsonl$")
-
-
-def abw_step(name: str) -> int | None:
-    """The session step of an ABw records file, or None for a file of a plain ABw run:
-    a session runs the same tool before and after each TAT, and only the step tells the
-    two apart when its estimates are paired with that TAT."""
-    m = _ABW_STEP_FILE.search(name)
-    return int(m.group(1)) if m else None
-
-
-def abw_points(records: Iterable[Mapping[str, Any]], ctx: RunContext, *,
-               step: int | None = None) -> list[Point]:
-    """The ABw tool's estimate records (JSON lines, tools/abw) as ``abw`` points; the
-    session ``step`` is a field (not a tag: the series stay those of plain runs)."""
-    out = []
-    for r in records:
-        if r.get("type") != "estimate":
-            continue
-        fields: dict[str, FieldValue | None] = {
-            "estimate_bps": float(r["estimate_bps"]),
-            "low_bps": _float(r.get("low_bps")),
-            "high_bps": _float(r.get("high_bps")),
-            "latency_s": float(r["latency_s"]),
-            "bytes": int(r.get("bytes_sent", 0)) + int(r.get("control_bytes", 0)),
-            "packets_sent": int(r.get("packets_sent", 0)),
-            "loss": _float(r.get("loss")),
-            "rtt_s": _float(r.get("rtt_s")),
-            "step": step,
-        }
-        out.append(point(ABW, ctx, fields, to_ns(float(r["start_unix_s"])),
-                         method=str(r["method"]), direction=str(r.get("direction", ""))))
-    return out
 
 
 #: Bundle members the node agent writes with its modem and GPS samples of the run's span.
@@ -303,83 +223,10 @@ def flow_points(flows: Sequence[FlowStats], ctx: RunContext) -> list[Point]:
     return out
 
 
-def short_flow_points(result: Mapping[str, Any], flows: Sequence[FlowStats],
-                      ctx: RunContext) -> list[Point]:
-    """A ``testbed.short-flows`` v1 result, joined with the run's captured ``flows``
-    (:mod:`orchestrator.timeseries.shortflows`), as one ``short_flows`` point per flow,
-    tagged with ``direction``, ``kind`` (short/long) and ``size`` (bytes)."""
-    parsed = short_flows.parse_result(result)
-    return [point(SHORT_FLOWS, ctx, row.fields, row.time_ns, direction=parsed.direction,
-                  kind=row.kind, size=str(row.fields["size_bytes"]))
-            for row in flow_rows(parsed, flows)]
-
-
-def cca_compare_points(result: Mapping[str, Any], sender_flows: Sequence[FlowStats],
-                       modem: Sequence[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
-    """A ``testbed.cca-compare`` v1 result, joined with the flows of the capture at the
-    sender and the run's modem records (:mod:`orchestrator.timeseries.ccacompare`), as
-    one ``cca_compare`` point per transfer and one ``cca_bins`` point per 100 ms bin of
-    its throughput, tagged with ``direction``, ``cca`` and ``kind`` (bulk/download)."""
-    parsed = cca_compare.parse_result(result)
-    out = []
-    for row in transfer_rows(parsed, sender_flows, modem_samples(modem)):
-        tags = {"direction": parsed.direction, "cca": row.cca, "kind": row.kind}
-        out.append(point(CCA_COMPARE, ctx, row.fields, row.time_ns, **tags))
-        out.extend(point(CCA_BINS, ctx, {"bps": bps, "index": row.fields["index"]},
-                         row.time_ns + k * row.bin_ns, **tags)
-                   for k, bps in enumerate(row.bins_bps))
-    return out
-
-
-def abw_tools_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
-    """A ``testbed.abw-tools`` v1 result as one ``abw_tools`` point per estimate (at its
-    start), paired with the TATs around it by the kit's code
-    (:func:`testbed_kit.abw_tools.pair`), tagged with ``direction``, ``method`` and
-    ``size`` (probe bytes, as text)."""
-    parsed = abw_tools.parse_result(result)
-    out = []
-    for p in abw_tools.pair(parsed):
-        e = p.estimate
-        fields: dict[str, FieldValue | None] = {
-            "estimate_bps": e.estimate_bps, "tat_bps": p.tat_bps, "error": p.error,
-            "latency_s": e.latency_s, "probe_bytes": e.probe_bytes,
-            "probe_packets": e.probe_packets, "control_bytes": e.control_bytes,
-            "overhead": p.overhead, "repetition": e.repetition, "step": e.step,
-            "tats": p.tats}
-        out.append(point(ABW_TOOLS, ctx, fields, to_ns(e.start_unix_s),
-                         direction=parsed.direction, method=e.cell.method,
-                         size=str(e.cell.size)))
-    return out
-
-
 #: Where the measurement server's side of a run's capture sits in a bundle
 #: (node_agent.server_capture): never turned into ``flows`` points (the node's capture
 #: of the same connections is), only joined with results whose sender it was.
 SERVER_CAPTURE_PREFIX = "server/capture/"
-
-
-def goodput_points(result: Mapping[str, Any], ctx: RunContext) -> list[Point]:
-    """A ``testbed.goodput-sequence`` v1 result as one ``goodput`` point per transfer (at
-    its start) and a ``goodput_summary`` at the first one's start, tagged with the
-    direction and ``size`` (D in bytes, as text: the page's boxes group by it). The
-    figures are recomputed from the transfers with the kit's code, never copied from
-    the file's own summary."""
-    rates = goodput.transfer_goodputs(result)  # checks format, version and bytes
-    summary = goodput.summarise(rates, int(result["size_bytes"]))
-    tags = {"direction": str(result["direction"]), "size": str(int(result["size_bytes"]))}
-    points = [
-        point(GOODPUT, ctx, {"goodput_bps": rate, "bytes": int(t["bytes"]),
-                             "total_s": float(t["total_s"]), "connect_s": float(t["connect_s"]),
-                             "first_byte_s": _float(t.get("first_byte_s")),
-                             "index": int(t["index"])},
-              to_ns(str(t["start"])), **tags)
-        for t, rate in zip(result["transfers"], rates, strict=True)
-    ]
-    fields: dict[str, FieldValue | None] = {
-        **summary.as_dict(), "size_bytes": int(result["size_bytes"]),
-        "idle_gap_s": float(result["idle_gap_s"])}
-    points.append(point(GOODPUT_SUMMARY, ctx, fields, points[0].time_ns, **tags))
-    return points
 
 
 def _float(value: Any) -> float | None:
@@ -395,28 +242,35 @@ class BundlePoints:
 def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                   max_json_bytes: int = 16 * 1024**2,
                   captures: Mapping[str, Callable[[], CaptureFlows]] | None = None,
+                  readers: Readers | None = None,
+                  records: bool | None = None,
                   ) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
-    ``*.json`` with format ``testbed.tat``: :func:`tat_points`; with format
-    ``testbed.short-flows``: :func:`short_flow_points`, joined with the flows of every
-    capture of the bundle (so after them); ``testbed.goodput-sequence``:
-    :func:`goodput_points`; ``testbed.abw-tools``: :func:`abw_tools_points` (an abw-tools
-    run's raw ABw records give no ``abw`` points); ``testbed.cca-compare``:
-    :func:`cca_compare_points`, joined
-    with the sender's capture (``server/capture/`` for downlink: those captures give no
-    ``flows`` points of their own) and the modem records; ``meta/modem.jsonl``:
-    :func:`modem_points`; ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
-    :func:`system_points`; other ``*.jsonl``,
-    of ABw records: :func:`abw_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a
-    damaged capture gives the flows before the damage, and a note). Files of other
-    kinds are left alone. ``captures`` are members analysed elsewhere (ingest spools
-    them to disk for the compiled tool, :mod:`orchestrator.services.flowtool`): name ->
-    a call giving their flows, made here so that their notes read as the others'. The
-    ingest service and a rebuild from the archive both call this, so they write the
-    same points. JSON goes through the bounded loader: a file
-    over ``max_json_bytes`` or nested too deep gives a note, never an exception.
+    The agent's files are the core's: ``meta/modem.jsonl``: :func:`modem_points`;
+    ``meta/gps.jsonl``: :func:`gps_points`; ``meta/system.jsonl``:
+    :func:`system_points`; ``*.pcap`` / ``*.pcapng``: :func:`flow_points` (a damaged
+    capture gives the flows before the damage, and a note). A ``*.json`` result goes to
+    the study whose reader claims its ``format`` (``readers``, by default every
+    installed study's, :mod:`orchestrator.timeseries.readers`): at once, or, when it
+    joins captures, after every capture of the bundle with their flows, the modem
+    records and the server's side of the capture (``server/capture/``, which gives no
+    ``flows`` points of its own and is analysed only if a reader asks). Other
+    ``*.jsonl`` are tool records, read by the study that reads records, unless
+    ``records`` is False: the experiment's manifest says its result holds them
+    (``ingest.records``; None: ask the manifest of ``ctx.experiment`` in the default
+    catalogue). Files of other kinds are left alone.
+    ``captures`` are members analysed elsewhere (ingest spools them to disk for the
+    compiled tool, :mod:`orchestrator.services.flowtool`): name -> a call giving their
+    flows, made here so that their notes read as the others'. The ingest service and a
+    rebuild from the archive both call this, so they write the same points. JSON goes
+    through the bounded loader: a file over ``max_json_bytes`` or nested too deep gives
+    a note, never an exception.
     """
+    readers = readers if readers is not None else installed_readers()
+    if records is None:
+        manifest = default_catalogue().get(ctx.experiment)
+        records = manifest is None or manifest.ingest.records
     out = BundlePoints(points=[])
     if MODEM_FILE not in files:
         out.notes.append(f"{MODEM_FILE}: absent; the run has no modem metadata (signal, "
@@ -425,7 +279,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
     captured: list[FlowStats] = []  # every capture's flows, for results that need them
     server_side: dict[str, Callable[[], CaptureFlows]] = {}  # analysed only if joined
     modem_records: list[Mapping[str, Any]] = []
-    joined: list[tuple[str, Mapping[str, Any]]] = []  # results joined with them after
+    joined: list[tuple[str, Mapping[str, Any], ResultReader]] = []  # after the captures
     for name in sorted({*files, *analysed}):
         try:
             if name.startswith(SERVER_CAPTURE_PREFIX):
@@ -443,60 +297,67 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                 continue
             data = files[name]
             if name.endswith(".jsonl"):
-                records = load_json_lines(data, what=name, max_bytes=max_json_bytes)
+                lines = load_json_lines(data, what=name, max_bytes=max_json_bytes)
                 if name == MODEM_FILE:
-                    out.points.extend(modem_points(records, ctx))
-                    modem_records.extend(r for r in records if isinstance(r, Mapping))
+                    out.points.extend(modem_points(lines, ctx))
+                    modem_records.extend(r for r in lines if isinstance(r, Mapping))
                 elif name == GPS_FILE:
-                    out.points.extend(gps_points(records, ctx))
+                    out.points.extend(gps_points(lines, ctx))
                 elif name == SYSTEM_FILE:
-                    out.points.extend(system_points(records, ctx))
-                elif ctx.experiment != ABW_TOOLS_EXPERIMENT:
-                    out.points.extend(abw_points(records, ctx, step=abw_step(name)))
+                    out.points.extend(system_points(lines, ctx))
+                elif readers.records is not None and records:
+                    out.points.extend(readers.records.points(name, lines, ctx))
             elif name.endswith(".json"):
                 doc = load_json(data, what=name, max_bytes=max_json_bytes)
-                if isinstance(doc, dict) and doc.get("format") == tat_result.FORMAT:
-                    out.points.extend(tat_points(doc, ctx))
-                elif isinstance(doc, dict) and doc.get("format") in (short_flows.FORMAT,
-                                                                     cca_compare.FORMAT):
-                    joined.append((name, doc))
-                elif isinstance(doc, dict) and doc.get("format") == goodput.FORMAT:
-                    out.points.extend(goodput_points(doc, ctx))
-                elif isinstance(doc, dict) and doc.get("format") == abw_tools.FORMAT:
-                    out.points.extend(abw_tools_points(doc, ctx))
-        # Invalid: CaptureError too; ValueError: GoodputError too
+                reader = readers.reader(doc)
+                if reader is None or not isinstance(doc, Mapping):
+                    continue
+                if reader.joins_captures:
+                    joined.append((name, doc, reader))
+                else:
+                    out.points.extend(reader.points(doc, RunInputs(ctx, notes=out.notes)))
+        # Invalid: CaptureError too; ValueError: the results' own errors too
         except (Invalid, ValueError, KeyError, TypeError) as e:
             out.notes.append(f"{name}: not turned into points: {e}")
-    for name, doc in joined:
+    sender = _ServerFlows(server_side, out.notes)
+    for name, doc, reader in joined:
         try:
-            if doc.get("format") == cca_compare.FORMAT:
-                sender = _sender_flows(doc, captured, server_side, out.notes)
-                out.points.extend(cca_compare_points(doc, sender, modem_records, ctx))
-            else:
-                out.points.extend(short_flow_points(doc, captured, ctx))
+            inputs = RunInputs(ctx, flows=captured, modem=modem_records,
+                               server_flows=sender, has_server_capture=bool(server_side),
+                               notes=out.notes)
+            out.points.extend(reader.points(doc, inputs))
         except (Invalid, ValueError) as e:  # the results' OutputErrors, CaptureError too
             out.notes.append(f"{name}: not turned into points: {e}")
     return out
 
 
-def _sender_flows(doc: Mapping[str, Any], node_flows: list[FlowStats],
-                  server_side: Mapping[str, Callable[[], CaptureFlows]],
-                  notes: list[str]) -> list[FlowStats]:
-    """The flows of the capture at a cca-compare session's sender: the node's captures
-    for uplink, the server's for downlink (analysed here, their notes kept)."""
-    if doc.get("direction") != "downlink":
-        return node_flows
-    if not server_side:
-        notes.append("cca-compare downlink: the bundle has no server capture (the "
-                     "sender's side); its transfers are written as uncaptured")
-    flows: list[FlowStats] = []
-    for name, analyse in sorted(server_side.items()):
-        got = analyse()
-        if got.damage is not None:
-            notes.append(f"{name}: {got.damage}")
-        notes.extend(f"{name}: {note}" for note in got.notes)
-        flows.extend(got.flows)
-    return flows
+class _ServerFlows:
+    """The flows of the server's side of the capture, analysed on the first call (its
+    damage and notes kept once)."""
+
+    def __init__(self, analyses: Mapping[str, Callable[[], CaptureFlows]],
+                 notes: list[str]) -> None:
+        self.analyses = analyses
+        self.notes = notes
+        self.flows: list[FlowStats] | None = None
+
+    def __call__(self) -> list[FlowStats]:
+        if self.flows is None:
+            self.flows = []
+            for name, analyse in sorted(self.analyses.items()):
+                got = analyse()
+                if got.damage is not None:
+                    self.notes.append(f"{name}: {got.damage}")
+                self.notes.extend(f"{name}: {note}" for note in got.notes)
+                self.flows.extend(got.flows)
+        return self.flows
+
+
+@cache
+def installed_readers() -> Readers:
+    """Every installed study's readers (loaded once per process), checked for
+    conflicts (:func:`.readers.readers_of`)."""
+    return readers_of(installed(), core=CORE_FIELDS)
 
 
 def quota_point(*, node: str, interface: str, operator: str, operator_name: str = "",

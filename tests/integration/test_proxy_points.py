@@ -28,13 +28,8 @@ from orchestrator.services.proxy import verdicts
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.proxyrows import campaign_points
-from orchestrator.timeseries.schema import (
-    TAT_SUMMARY,
-    RunContext,
-    abw_points,
-    modem_points,
-    point,
-)
+from orchestrator.timeseries.schema import TAT_SUMMARY, RunContext, modem_points, point
+from studies.abw_tat.points import abw_points
 from tests.integration import influxd
 from tests.integration.conftest import Api
 from tests.pagetables import table_rows

@@ -5,7 +5,7 @@ namespace as its image runs it (session.py with the experiment kit on the path),
 tcpdump on the client's interface as the node agent takes it. The link is a veth whose
 server side is shaped with tbf (this kernel has no netem): downlink flows meet the
 bottleneck, uplink ones do not. The result is joined with the capture's flows exactly
-as ingest does (the reference analysis, :mod:`orchestrator.timeseries.shortflows`):
+as ingest does (the reference analysis, :mod:`studies.short_flows.points`):
 every flow is found in the capture, none is excluded on a clean link, and the long
 flow's completion time from the capture gives the shaped rate.
 
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis.capture import reference_flows
-from orchestrator.timeseries.shortflows import flow_rows
+from studies.short_flows.points import flow_rows
 from testbed_kit.short_flows import parse_result, short_sizes
 from tests.conftest import REPO, require_root, require_tools
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from orchestrator.analysis.shortflows import (
+from studies.short_flows.analysis import (
     INITIAL_WINDOW,
     MSS,
     FlowSample,

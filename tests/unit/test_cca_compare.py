@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 from scipy.stats import mannwhitneyu
 
-from orchestrator.analysis.cca import (
+from orchestrator.pages.data import Filters, Where
+from studies.cca_compare.analysis import (
     TransferSample,
     differences,
     handover_class,
@@ -18,9 +19,8 @@ from orchestrator.analysis.cca import (
     sinr_bin,
     sinr_label,
 )
-from orchestrator.pages.cca import CcaRow, cca_page
-from orchestrator.pages.data import Filters, Where
-from orchestrator.timeseries.ccacompare import ModemSample, radio_during
+from studies.cca_compare.page import CcaRow, cca_page
+from studies.cca_compare.points import ModemSample, radio_during
 from testbed_kit.cca_compare import CcaCompareOutputError, parse_result, plan
 from testbed_kit.short_flows import FlowRequest, parse_flow_request, parse_request
 

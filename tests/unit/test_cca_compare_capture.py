@@ -20,9 +20,9 @@ import pytest
 
 from orchestrator.analysis.packets import ACK, FIN, SYN
 from orchestrator.services.flowtool import analyse_file, find_tool
-from orchestrator.timeseries.ccacompare import CCA_BINS, CCA_COMPARE
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.schema import FLOWS, RunContext, bundle_points
+from studies.cca_compare.points import CCA_BINS, CCA_COMPARE
 from testbed_kit.cca_compare import FORMAT, VERSION
 from tests.conftest import require
 

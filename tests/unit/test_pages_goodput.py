@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.pages.data import Filters, Where
-from orchestrator.pages.goodput import GoodputRow, goodput_page, run_figures, size_label
+from studies.goodput_sequence.page import GoodputRow, goodput_page, run_figures, size_label
 
 TIM = Where(node="it-01", country="IT", operator="222-01", operator_name="TIM")
 

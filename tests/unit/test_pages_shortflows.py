@@ -7,11 +7,11 @@ import math
 import re
 
 from orchestrator.analysis.abwtat import Where
-from orchestrator.analysis.shortflows import model_fct_s
 from orchestrator.pages.data import Choices, Filters
 from orchestrator.pages.html import page_html
-from orchestrator.pages.shortflows import short_flows_page
-from orchestrator.pages.shortflows_data import ShortFlowRow
+from studies.short_flows.analysis import model_fct_s
+from studies.short_flows.page import short_flows_page
+from studies.short_flows.rows import ShortFlowRow
 from testbed_kit.short_flows import short_sizes
 from tests.pagetables import table_rows
 

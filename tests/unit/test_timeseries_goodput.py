@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.timeseries.schema import (
-    GOODPUT,
-    GOODPUT_SUMMARY,
-    RunContext,
-    bundle_points,
-    goodput_points,
-    to_ns,
-)
+from orchestrator.timeseries.schema import RunContext, bundle_points, to_ns
+from studies.goodput_sequence.points import GOODPUT, GOODPUT_SUMMARY, goodput_points
 from testbed_kit.goodput import summarise, transfer_goodputs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "goodput"

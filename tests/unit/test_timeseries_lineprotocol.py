@@ -17,14 +17,13 @@ from orchestrator.timeseries.schema import (
     ABW,
     TAGS,
     RunContext,
-    abw_points,
-    abw_step,
     bundle_points,
     flow_points,
     point,
-    tat_points,
     to_ns,
 )
+from studies.abw_tat.points import abw_points, abw_step
+from studies.tat.points import tat_points
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

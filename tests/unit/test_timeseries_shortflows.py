@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.analysis.capture import reference_flows
 from orchestrator.timeseries.schema import RunContext, bundle_points
-from orchestrator.timeseries.shortflows import SHORT_FLOWS, flow_rows
+from studies.short_flows.points import SHORT_FLOWS, flow_rows
 from testbed_kit.short_flows import parse_result, short_sizes
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -3,7 +3,7 @@ figures: per operator and direction, one box per transfer size D of the goodputs
 the transfers after the first, with each run's first-transfer goodput g1 marked over
 it, and a table of every run's g1 against the 95 % interval of the median of the rest.
 
-Pure: rows in, a page model out (the rows come from :func:`.queries.goodput_transfers`).
+Rows in, a page model out (pure); the rows come from :func:`goodput_transfers`.
 Each run's figures are recomputed from its transfers with the experiment kit's code
 (:mod:`testbed_kit.goodput`), the code that wrote the run's own result.
 """
@@ -14,9 +14,23 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.pages import svg
-from orchestrator.pages.data import Filters, Where
-from orchestrator.pages.views import MBPS, Page, Section, Table, no_data
+from orchestrator.study import (
+    MBPS,
+    Filters,
+    Page,
+    Readable,
+    Section,
+    Table,
+    TimeSeriesQuery,
+    Where,
+    no_data,
+    result_rows,
+    select_points,
+    svg,
+    text,
+    where_of,
+)
+from studies.goodput_sequence.points import GOODPUT
 from testbed_kit.goodput import MIN_REST, GoodputSummary, summarise
 
 SLUG = "goodput"
@@ -125,3 +139,25 @@ def goodput_page(rows: Sequence[GoodputRow], *, filters: Filters) -> Page:
                         charts=tuple(charts)),
                 Section(heading="Runs", tables=(run_table(runs),)))
     return Page(SLUG, title, intro, sections=sections, notes=tuple(notes))
+
+
+# --- the page's query ------------------------------------------------------------------
+
+
+def goodput_query(filters: Filters) -> str:
+    return select_points(GOODPUT, ("goodput_bps", "index", "size"), filters)
+
+
+def goodput_transfers(ts: TimeSeriesQuery, filters: Filters, *,
+                      readable: Readable) -> list[GoodputRow]:
+    """Every transfer of the goodput-sequence runs the caller may read."""
+    out = []
+    for row in result_rows(ts.query(goodput_query(filters))):
+        if row.get("goodput_bps") is None or not readable.run(text(row, "run")):
+            continue
+        out.append(GoodputRow(
+            time_ns=int(row["time"]), where=where_of(row), campaign=text(row, "campaign"),
+            run=text(row, "run"), direction=text(row, "direction"),
+            size_bytes=int(text(row, "size") or 0), index=int(row.get("index") or 0),
+            goodput_bps=float(row["goodput_bps"])))
+    return out

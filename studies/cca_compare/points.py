@@ -39,6 +39,15 @@ from itertools import pairwise
 from typing import Any
 
 from orchestrator.analysis.flows import FlowStats
+from orchestrator.study import (
+    Measurement,
+    Point,
+    RunContext,
+    RunInputs,
+    field_specs,
+    point,
+)
+from testbed_kit import cca_compare
 from testbed_kit.cca_compare import CcaCompareResult, Transfer
 
 CCA_COMPARE = "cca_compare"
@@ -52,8 +61,14 @@ CCA_COMPARE_FIELDS = frozenset({
 })
 CCA_BINS_FIELDS = frozenset({"bps", "index"})
 STATUSES = ("ok", "failed", "uncaptured")
-#: Experiments whose ingest also reads the server's capture (it is the sender's).
-SENDER_CAPTURE_EXPERIMENTS = frozenset({"cca-compare"})
+MEASUREMENTS = (
+    Measurement(CCA_COMPARE, field_specs(
+        sorted(CCA_COMPARE_FIELDS),
+        integers=("index", "repetition", "bytes", "data_packets", "retrans_packets",
+                  "pure_acks", "dupacks", "cell_id", "handovers", "modem_samples"),
+        strings=("status", "band"))),
+    Measurement(CCA_BINS, field_specs(sorted(CCA_BINS_FIELDS), integers=("index",))),
+)
 
 
 @dataclass(frozen=True)
@@ -202,3 +217,35 @@ def _row(t: Transfer, got: FlowStats | None, modem: Sequence[ModemSample]) -> Tr
         bin_ns = round(got.bin_s * 1e9)
     return TransferRow(time_ns=round(t.start_unix_s * 1e9), cca=t.cca, kind=t.kind,
                        fields=fields, bins_bps=bins, bin_ns=bin_ns)
+
+
+def cca_compare_points(result: Mapping[str, Any], sender_flows: Sequence[FlowStats],
+                       modem: Sequence[Mapping[str, Any]], ctx: RunContext) -> list[Point]:
+    """A ``testbed.cca-compare`` v1 result, joined with the flows of the capture at the
+    sender and the run's modem records (:func:`transfer_rows`), as one ``cca_compare``
+    point per transfer and one ``cca_bins`` point per 100 ms bin of its throughput,
+    tagged with ``direction``, ``cca`` and ``kind`` (bulk/download)."""
+    parsed = cca_compare.parse_result(result)
+    out = []
+    for row in transfer_rows(parsed, sender_flows, modem_samples(modem)):
+        tags = {"direction": parsed.direction, "cca": row.cca, "kind": row.kind}
+        out.append(point(CCA_COMPARE, ctx, row.fields, row.time_ns, **tags))
+        out.extend(point(CCA_BINS, ctx, {"bps": bps, "index": row.fields["index"]},
+                         row.time_ns + k * row.bin_ns, **tags)
+                   for k, bps in enumerate(row.bins_bps))
+    return out
+
+
+def read(result: Mapping[str, Any], inputs: RunInputs) -> list[Point]:
+    """The study's reader: the result joined with the capture at the sender (the
+    node's for uplink; the server's for downlink, which the experiment's manifest lets
+    ingest read: ``ingest.sender_capture``) and the run's modem samples."""
+    if result.get("direction") != "downlink":
+        sender: Sequence[FlowStats] = inputs.flows
+    else:
+        if not inputs.has_server_capture:
+            inputs.notes.append("cca-compare downlink: the bundle has no server capture "
+                                "(the sender's side); its transfers are written as "
+                                "uncaptured")
+        sender = inputs.server_flows()
+    return cca_compare_points(result, sender, inputs.modem, inputs.ctx)

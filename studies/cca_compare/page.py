@@ -5,7 +5,7 @@ congestion control; throughput by SINR bin per control; the figures of transfers
 and without a handover; and a Mann-Whitney U test of each difference.
 
 Pure: rows in, a page model out (the rows come from :func:`.queries.cca_transfers`, the
-``cca_compare`` points); the statistics are :mod:`orchestrator.analysis.cca`.
+``cca_compare`` points); the statistics are :mod:`studies.cca_compare.analysis`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,25 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from orchestrator.analysis.cca import (
+from orchestrator.study import (
+    Filters,
+    Page,
+    Readable,
+    Section,
+    Table,
+    TimeSeriesQuery,
+    Where,
+    no_data,
+    result_rows,
+    select_points,
+    slug,
+    svg,
+    text,
+    where_of,
+)
+from studies.cca_compare.analysis import (
     ALPHA,
     METRICS,
     MIN_EACH,
@@ -25,9 +42,7 @@ from orchestrator.analysis.cca import (
     sinr_label,
     values,
 )
-from orchestrator.pages import svg
-from orchestrator.pages.data import Filters, Where
-from orchestrator.pages.views import Page, Section, Table, no_data, slug
+from studies.cca_compare.points import CCA_COMPARE
 
 SLUG = "cca-compare"
 TITLE = "CUBIC vs BBR"
@@ -171,3 +186,36 @@ def cca_page(rows: Sequence[CcaRow], *, filters: Filters) -> Page:
                          "Median (second)", "U", "p-value", "Different?"),
                 rows=tuple(tests), css_class="significance"),)),
     ))
+
+
+# --- the page's query ------------------------------------------------------------------
+
+
+def cca_query(filters: Filters) -> str:
+    return select_points(CCA_COMPARE, ("status", "throughput_bps", "self_delay_s",
+                                       "retrans_pct", "dupack_pct", "sinr_db", "handovers",
+                                       "cca", "kind"), filters)
+
+
+def _opt(row: dict[str, Any], key: str) -> float | None:
+    v = row.get(key)
+    return None if v is None else float(v)
+
+
+def cca_transfers(ts: TimeSeriesQuery, filters: Filters, *,
+                  readable: Readable) -> list[CcaRow]:
+    """Every transfer of the cca-compare runs the caller may read, failed ones too (the
+    page counts them)."""
+    out = []
+    for row in result_rows(ts.query(cca_query(filters))):
+        if row.get("status") is None or not readable.run(text(row, "run")):
+            continue
+        handovers = row.get("handovers")
+        out.append(CcaRow(
+            time_ns=int(row["time"]), where=where_of(row), run=text(row, "run"),
+            direction=text(row, "direction"), cca=text(row, "cca"), kind=text(row, "kind"),
+            status=text(row, "status"), throughput_bps=_opt(row, "throughput_bps"),
+            self_delay_s=_opt(row, "self_delay_s"), retrans_pct=_opt(row, "retrans_pct"),
+            dupack_pct=_opt(row, "dupack_pct"), sinr_db=_opt(row, "sinr_db"),
+            handovers=None if handovers is None else int(handovers)))
+    return out

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.analysis.abwtat import Where
+from orchestrator.study import Where
 
 
 @dataclass(frozen=True)
 class ShortFlowRow:
     """One flow of a short-flows session: ``status`` is ok, excluded (SYN or FIN
-    retransmitted), failed or uncaptured (orchestrator.timeseries.shortflows)."""
+    retransmitted), failed or uncaptured (studies.short_flows.points)."""
 
     time_ns: int
     where: Where

@@ -2,7 +2,7 @@
 figures per congestion control, throughput by SINR bin, with and without a handover,
 and a Mann-Whitney U test of each difference (pure).
 
-The transfers are those of ``cca_compare`` points (:mod:`orchestrator.timeseries.ccacompare`)
+The transfers are those of ``cca_compare`` points (:mod:`studies.cca_compare.points`)
 with status ``ok``. Bulk transfers and 1 MB downloads are never pooled: the reference
 found them to differ (comparable bulk throughput; for 1 MB, BBR faster but with more
 self-inflicted delay), so every figure here is per kind.

@@ -16,15 +16,25 @@ Each flow gets a ``status``:
 - ``uncaptured``: no connection in the capture matches (no capture in the bundle, or
   it was cut by its size cap).
 
-:mod:`orchestrator.timeseries.schema` turns the rows into ``short_flows`` points.
+:func:`short_flow_points` turns the rows into ``short_flows`` points.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.analysis.flows import FlowStats
+from orchestrator.study import (
+    Measurement,
+    Point,
+    RunContext,
+    RunInputs,
+    field_specs,
+    point,
+)
+from testbed_kit import short_flows
 from testbed_kit.short_flows import ShortFlowsResult
 
 SHORT_FLOWS = "short_flows"
@@ -34,6 +44,11 @@ SHORT_FLOWS_FIELDS = frozenset({
     "retrans_pct", "syn_fin_retrans", "throughput_bps", "tool_s",
 })
 STATUSES = ("ok", "excluded", "failed", "uncaptured")
+MEASUREMENTS = (
+    Measurement(SHORT_FLOWS, field_specs(
+        sorted(SHORT_FLOWS_FIELDS), integers=("size_bytes", "index", "retrans_packets",
+                                              "syn_fin_retrans"), strings=("status",))),
+)
 
 
 @dataclass(frozen=True)
@@ -79,3 +94,19 @@ def flow_rows(result: ShortFlowsResult, flows: Sequence[FlowStats]) -> list[Flow
         time_ns = got.start_ns if got is not None else round(rec.start_unix_s * 1e9)
         rows.append(FlowRow(time_ns=time_ns, kind=rec.kind, fields=fields))
     return rows
+
+
+def short_flow_points(result: Mapping[str, Any], flows: Sequence[FlowStats],
+                      ctx: RunContext) -> list[Point]:
+    """A ``testbed.short-flows`` v1 result, joined with the run's captured ``flows``
+    (:func:`flow_rows`), as one ``short_flows`` point per flow, tagged with
+    ``direction``, ``kind`` (short/long) and ``size`` (bytes)."""
+    parsed = short_flows.parse_result(result)
+    return [point(SHORT_FLOWS, ctx, row.fields, row.time_ns, direction=parsed.direction,
+                  kind=row.kind, size=str(row.fields["size_bytes"]))
+            for row in flow_rows(parsed, flows)]
+
+
+def read(result: Mapping[str, Any], inputs: RunInputs) -> list[Point]:
+    """The study's reader: the result joined with every capture of the run."""
+    return short_flow_points(result, inputs.flows, inputs.ctx)

@@ -16,9 +16,23 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from orchestrator.pages import svg
-from orchestrator.pages.data import Filters, Where
-from orchestrator.pages.views import Page, Section, Table, no_data, slug
+from orchestrator.study import (
+    Filters,
+    Page,
+    Readable,
+    Section,
+    Table,
+    TimeSeriesQuery,
+    Where,
+    no_data,
+    result_rows,
+    select_points,
+    slug,
+    svg,
+    text,
+    where_of,
+)
+from studies.abw_tools.points import ABW_TOOLS
 from testbed_kit.abw_tools import TOLERANCE, Cell, CellFigures, Estimate, Paired, summarise
 
 SLUG = "abw-tools"
@@ -142,3 +156,34 @@ def abw_tools_page(rows: Sequence[AbwToolsRow], *, filters: Filters) -> Page:
                          "Large probes (%)", "Difference (points)"),
                 rows=tuple(sizes), css_class="abw-tools-sizes"),)),
     ))
+
+
+# --- the page's query ------------------------------------------------------------------
+
+
+def abw_tools_query(filters: Filters) -> str:
+    return select_points(ABW_TOOLS, ("estimate_bps", "tat_bps", "tats", "latency_s",
+                                     "probe_bytes", "probe_packets", "control_bytes",
+                                     "repetition", "step", "method", "size", "interface"),
+                         filters)
+
+
+def abw_tools_estimates(ts: TimeSeriesQuery, filters: Filters, *,
+                        readable: Readable) -> list[AbwToolsRow]:
+    """Every estimate of the abw-tools runs the caller may read."""
+    out = []
+    for row in result_rows(ts.query(abw_tools_query(filters))):
+        if row.get("estimate_bps") is None or row.get("tat_bps") is None \
+                or not readable.run(text(row, "run")):
+            continue
+        out.append(AbwToolsRow(
+            time_ns=int(row["time"]), where=where_of(row), interface=text(row, "interface"),
+            run=text(row, "run"), direction=text(row, "direction"),
+            method=text(row, "method"), size=int(row["size"]),
+            estimate_bps=float(row["estimate_bps"]), tat_bps=float(row["tat_bps"]),
+            tats=int(row.get("tats") or 0), latency_s=float(row.get("latency_s") or 0.0),
+            probe_bytes=int(row.get("probe_bytes") or 0),
+            probe_packets=int(row.get("probe_packets") or 0),
+            control_bytes=int(row.get("control_bytes") or 0),
+            repetition=int(row.get("repetition") or 0), step=int(row.get("step") or 0)))
+    return out

@@ -1,8 +1,8 @@
 """The short-flows page (pure): completion time against size per operator with the
 idealised model, the sensitivity statement, and the time-of-day test per size.
 
-Built from the ``short_flows`` points (:mod:`orchestrator.timeseries.shortflows`); the
-figures are :mod:`orchestrator.analysis.shortflows` and
+Built from the ``short_flows`` points (:mod:`studies.short_flows.points`); the
+figures are :mod:`studies.short_flows.analysis` and
 :mod:`orchestrator.analysis.timeofday`. Only flows with status ``ok`` are measured;
 excluded ones (SYN or FIN retransmitted) are counted in the table.
 """
@@ -16,7 +16,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from orchestrator.analysis.shortflows import (
+from orchestrator.analysis.timeofday import MIN_SAMPLES, diurnal
+from orchestrator.study import (
+    MBPS,
+    Filters,
+    Page,
+    Readable,
+    Section,
+    Table,
+    TimeSeriesQuery,
+    cycle_verdict,
+    no_data,
+    result_rows,
+    select_points,
+    slug,
+    svg,
+    text,
+    where_of,
+)
+from studies.short_flows.analysis import (
     FlowSample,
     Sensitivity,
     base_rtt_s,
@@ -27,11 +45,8 @@ from orchestrator.analysis.shortflows import (
     model_fct_s,
     model_sensitivity,
 )
-from orchestrator.analysis.timeofday import MIN_SAMPLES, diurnal
-from orchestrator.pages import svg
-from orchestrator.pages.data import Filters
-from orchestrator.pages.shortflows_data import ShortFlowRow
-from orchestrator.pages.views import MBPS, Page, Section, Table, cycle_verdict, no_data, slug
+from studies.short_flows.points import SHORT_FLOWS
+from studies.short_flows.rows import ShortFlowRow
 from testbed_kit.short_flows import short_sizes
 
 SLUG = "short-flows"
@@ -179,3 +194,29 @@ def short_flows_page(rows: Sequence[ShortFlowRow], *, filters: Filters,
                          "p-value", "ΔBIC", "Amplitude [95 % CI]"),
                 rows=tuple(tod), css_class="significance"),)),
     ))
+
+
+# --- the page's query ------------------------------------------------------------------
+
+
+def short_flows_query(filters: Filters) -> str:
+    return select_points(SHORT_FLOWS, ("status", "fct_s", "rtt_3whs_s", "size_bytes",
+                                       "kind"), filters)
+
+
+def short_flows(ts: TimeSeriesQuery, filters: Filters, *,
+                readable: Readable) -> list[ShortFlowRow]:
+    """Every ``short_flows`` point the caller may read, excluded and failed ones too
+    (the page counts them)."""
+    out = []
+    for row in result_rows(ts.query(short_flows_query(filters))):
+        if row.get("size_bytes") is None or not readable.run(text(row, "run")):
+            continue
+        fct, rtt = row.get("fct_s"), row.get("rtt_3whs_s")
+        out.append(ShortFlowRow(
+            time_ns=int(row["time"]), where=where_of(row), run=text(row, "run"),
+            session=text(row, "session"), direction=text(row, "direction"),
+            kind=text(row, "kind"), size_bytes=int(row["size_bytes"]),
+            status=text(row, "status"), fct_s=None if fct is None else float(fct),
+            rtt_3whs_s=None if rtt is None else float(rtt)))
+    return out

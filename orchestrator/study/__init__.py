@@ -1,0 +1,64 @@
+"""The study SDK: everything a study package imports from the orchestrator.
+
+A study is one object (:class:`Study`) that a package names under the
+``testbed.studies`` entry points; the core finds it there and speaks to it through the
+contributions it fills in: a reader of its result formats (:class:`ResultReader`),
+the schema of its measurements (:class:`Measurement`), its release tables
+(:func:`point_table`), its pages (:class:`StudyPage`). A study imports this package and
+the shared pure libraries (``orchestrator.analysis``, ``testbed_kit``), never the core's
+other modules: what it needs of them is re-exported here, so that the core can change
+behind it (docs/writing-a-study.md).
+"""
+
+from __future__ import annotations
+
+from orchestrator.dataset.tables import Column, PointTable, point_table
+from orchestrator.pages import svg
+from orchestrator.pages.contrib import PageBuilder, StudyPage
+from orchestrator.pages.data import Filters, Where
+from orchestrator.pages.queries import (
+    TimeSeriesQuery,
+    result_rows,
+    select_points,
+    text,
+    where_of,
+)
+from orchestrator.pages.views import (
+    MBPS,
+    Page,
+    Section,
+    Table,
+    Zones,
+    cycle_verdict,
+    no_data,
+    slug,
+)
+from orchestrator.services.access import Readable
+from orchestrator.study.model import Study
+from orchestrator.study.registry import Studies, StudyLoadError, installed_studies_of, load
+from orchestrator.timeseries.lineprotocol import FieldValue, Point
+from orchestrator.timeseries.readers import (
+    FieldSpec,
+    Measurement,
+    RecordsReader,
+    ResultReader,
+    RunInputs,
+    field_specs,
+)
+from orchestrator.timeseries.schema import (
+    BundlePoints,
+    RunContext,
+    bundle_points,
+    point,
+    to_ns,
+)
+
+__all__ = [
+    "MBPS", "BundlePoints", "Column", "FieldSpec", "FieldValue", "Filters", "Measurement",
+    "Page", "PageBuilder", "Point", "PointTable", "Readable", "RecordsReader",
+    "ResultReader", "RunContext", "RunInputs", "Section", "Studies", "Study",
+    "StudyLoadError", "StudyPage", "Table", "TimeSeriesQuery", "Where", "Zones",
+    "bundle_points", "cycle_verdict", "field_specs", "installed_studies_of", "load",
+    "no_data", "point", "point_table", "result_rows", "select_points", "slug", "svg",
+    "text", "to_ns", "where_of",
+]
