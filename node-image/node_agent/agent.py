@@ -355,8 +355,7 @@ class Agent:
         if isinstance(spec, RunOutcome):
             return spec  # refused, and reported
         run_dir = self.work_dir / a.run_id
-        outcome = run_session(self.runner, spec, run_dir, metadata=self.metadata, stop=stop,
-                              report=self._report)
+        outcome = run_session(self.runner, spec, run_dir, stop=stop, report=self._report)
         with self._lock:
             self.account = self.account.measured(run_id=a.run_id, interface=a.interface,
                                                  nbytes=outcome.bytes_used)
