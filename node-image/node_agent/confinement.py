@@ -106,6 +106,8 @@ class BoundsUsage:
     tmp: VolumeUsage | None = None
     pids: int | None = None
     memory_bytes: int | None = None
+    #: CPU time its processes used since it started, seconds.
+    cpu_s: float | None = None
 
 
 def bound_reached(usage: BoundsUsage, limits: RunLimits) -> str | None:

@@ -422,6 +422,7 @@ class DockerEngine:
     def usage(self, holder: Holder, container: ContainerId | None) -> BoundsUsage:
         results = tmp = None
         pids = memory = None
+        cpu_s: float | None = None
         try:
             code, out = self._get(holder.id).exec_run(
                 ["stat", "-f", "-c", "%S %b %f %c %d", RESULTS_PATH, HOLDER_TMP])
@@ -435,9 +436,12 @@ class DockerEngine:
                 stats = self._get(container).stats(stream=False, one_shot=True)
                 pids = stats.get("pids_stats", {}).get("current")
                 memory = stats.get("memory_stats", {}).get("usage")
+                cpu_ns = stats.get("cpu_stats", {}).get("cpu_usage", {}).get("total_usage")
+                cpu_s = cpu_ns / 1e9 if cpu_ns is not None else None
             except (docker.errors.DockerException, requests.RequestException) as e:
                 log.debug("cannot read the experiment's stats: %s", e)
-        return BoundsUsage(results=results, tmp=tmp, pids=pids, memory_bytes=memory)
+        return BoundsUsage(results=results, tmp=tmp, pids=pids, memory_bytes=memory,
+                           cpu_s=cpu_s)
 
     def collect(self, container: ContainerId, holder: Holder, run_dir: Path) -> str:
         logs = run_dir / "logs"

@@ -136,7 +136,7 @@ class Bounds(RunHook):
         self.monotonic = monotonic
         self._next = 0.0
         self.last = BoundsUsage()
-        self.peak: dict[str, int] = {}
+        self.peak: dict[str, float] = {}
 
     def _look(self, container: ContainerId | None) -> BoundsUsage:
         usage = self.engine.usage(self.holder, container)
@@ -147,9 +147,10 @@ class Bounds(RunHook):
             ("result_files", (usage.results.files - usage.results.free_files - 1)
              if usage.results else None),
             ("tmp_bytes", usage.tmp.used_bytes if usage.tmp else None),
+            ("cpu_s", usage.cpu_s),
         ):
             if value is not None:
-                self.peak[name] = max(self.peak.get(name, 0), int(value))
+                self.peak[name] = max(self.peak.get(name, 0), value)
         return usage
 
     def observe(self, obs: Observation) -> Observation:

@@ -32,6 +32,7 @@ from node_agent.backstop import NftBackstop, quota_name
 from node_agent.config import AgentConfig, CaptureConfig, parse_config
 from node_agent.engine import LABEL_PROJECT, DockerEngine
 from node_agent.interfaces import ProcNetDevCounters
+from node_agent.runnet import HolderNeeds
 from node_agent.runner import LABEL_NODE, LABEL_RUN, DockerRunner, RunSpec, StopRequest
 from orchestrator.analysis.flows import analyse_capture
 from orchestrator.analysis.pcap import read_capture
@@ -279,21 +280,27 @@ def test_missing_image(testbed: Rig, tmp_path: Path) -> None:
     assert (tmp_path / "run" / "meta" / "run.json").exists()
 
 
+def _create(engine: DockerEngine, spec: RunSpec) -> Any:
+    """The run's holder (the node's namespace shared) and its experiment container."""
+    holder = engine.create_holder(spec, HolderNeeds(f"container:{spec.netns_container}"))
+    return engine.create(spec, holder)
+
+
 def test_kill_says_whether_the_container_was_still_running(testbed: Rig) -> None:
     """A run's stop can cross its experiment's own end: killing a container that has
     just exited is not "lost track of it" (the engine answers 409), it ended."""
     engine = DockerEngine(testbed.client, node_id=NODE_ID)
     try:
-        running = engine.create(_spec(testbed, duration_s=60))
+        running = _create(engine, _spec(testbed, duration_s=60))
         testbed.client.containers.get(running).start()
         assert engine.kill(running) is True
-        ended = engine.create(_spec(testbed))
+        ended = _create(engine, _spec(testbed))
         container = testbed.client.containers.get(ended)
         container.start()
         container.kill()
         container.wait(timeout=30)
         assert engine.kill(ended) is False
-        assert engine.wait(ended, timeout_s=5) != 0  # its exit code still reads
+        assert engine.wait(ended, timeout_s=5).exit_code != 0  # its exit code still reads
     finally:
         engine.remove_leftovers()
 
@@ -315,8 +322,8 @@ def test_a_run_carries_its_nodes_compose_project(testbed: Rig) -> None:
         entrypoint=["sleep", "infinity"], labels={"com.docker.compose.project": project})
     engine = DockerEngine(testbed.client, node_id=NODE_ID)
     try:
-        labelled = engine.create(replace(_spec(testbed), netns_container=node.name))
-        plain = engine.create(_spec(testbed))  # the rig's node: no compose project
+        labelled = _create(engine, replace(_spec(testbed), netns_container=node.name))
+        plain = _create(engine, _spec(testbed))  # the rig's node: no compose project
         labels = [testbed.client.containers.get(c).labels for c in (labelled, plain)]
         assert labels[0][LABEL_PROJECT] == project and labels[0][LABEL_NODE] == NODE_ID
         assert LABEL_PROJECT not in labels[1] and labels[1][LABEL_NODE] == NODE_ID
