@@ -29,13 +29,15 @@ import docker
 import pytest
 
 from node_agent.backstop import NftBackstop, quota_name
-from node_agent.config import AgentConfig, CaptureConfig, parse_config
+from node_agent.config import AgentConfig, CaptureConfig, RunPolicy, parse_config
+from node_agent.confinement import run_limits
 from node_agent.engine import LABEL_PROJECT, DockerEngine
 from node_agent.interfaces import ProcNetDevCounters
-from node_agent.runnet import HolderNeeds
 from node_agent.runner import LABEL_NODE, LABEL_RUN, DockerRunner, RunSpec, StopRequest
+from node_agent.runnet import HolderNeeds
 from orchestrator.analysis.flows import analyse_capture
 from orchestrator.analysis.pcap import read_capture
+from orchestrator.catalogue.manifest import parse_manifest
 from orchestrator.timeseries.schema import RunContext, bundle_points
 from testbed_common.bundle import build_bundle, inspect_bundle
 from testbed_common.states import RunState
@@ -460,4 +462,40 @@ def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Pat
         ["nsenter", f"--net=/proc/{testbed.node_pid}/ns/net", "nft", "list", "ruleset"],
         capture_output=True, text=True, check=True).stdout
     assert quota_name(spec.run_id) not in listing, listing
+    assert not _leftovers(testbed, spec.run_id)
+
+
+#: Each experiment of experiments/ with short parameters: every one must work confined
+#: (a read-only root, /tmp and /results bounded, no capability it does not declare).
+CONFINED_RUNS = {
+    "tat": {"duration_s": 2},
+    "abw-tat": {"run_s": 2, "repetitions": 1, "halves": 1, "pause_s": 0},
+    "abw-tat-ditg": {"run_s": 2, "repetitions": 1, "halves": 1, "pause_s": 0,
+                     "tat_tool": "ditg"},
+    "abw-tools": {"methods": ["yaz"], "repetitions": 1, "run_s": 2, "gap_s": 0},
+    "cca-compare": {"repetitions": 1, "bulk_s": 1, "download_bytes": 100000, "gap_s": 0},
+    "goodput-sequence": {"transfers": 7, "size_bytes": 16384, "idle_gap_s": 0},
+    "short-flows": {"long_bytes": 327568, "gap_s": 0},
+}
+
+
+@pytest.mark.parametrize("run", sorted(CONFINED_RUNS))
+def test_every_experiment_runs_confined(testbed: Rig, tmp_path: Path, run: str) -> None:
+    """Each experiment's image, its manifest's resources and capabilities, confined as
+    every run is, against the real measurement server: its run succeeds."""
+    experiment = run.removesuffix("-ditg")
+    manifest = parse_manifest((ROOT / "experiments" / experiment / "experiment.yaml")
+                              .read_text(), source=experiment)
+    if not testbed.client.images.list(name=manifest.image):
+        pytest.fail(f"{manifest.image} is missing: scripts/build-images.sh {experiment}")
+    spec = replace(
+        _spec(testbed, image=manifest.image, slot_s=120),
+        experiment=experiment,
+        parameters=manifest.resolve_parameters(CONFINED_RUNS[run]),
+        limits=run_limits(manifest.resources, manifest.capabilities, RunPolicy()),
+    )
+    outcome = testbed.runner.run(spec, tmp_path / "run", on_running=lambda: None,
+                                 stop=StopRequest())
+    assert outcome.state == RunState.UPLOADING, outcome.reason
+    assert (tmp_path / "run" / "results" / manifest.result.file).exists()
     assert not _leftovers(testbed, spec.run_id)
