@@ -499,3 +499,9 @@ def test_every_experiment_runs_confined(testbed: Rig, tmp_path: Path, run: str) 
     assert outcome.state == RunState.UPLOADING, outcome.reason
     assert (tmp_path / "run" / "results" / manifest.result.file).exists()
     assert not _leftovers(testbed, spec.run_id)
+    # What it used of its bounds, beside the hostile rows' figures (docs/security.md).
+    meta = json.loads((tmp_path / "run" / "meta" / "run.json").read_text())
+    figures = ROOT / "build" / "hostile" / "experiments.jsonl"
+    figures.parent.mkdir(parents=True, exist_ok=True)
+    with figures.open("a") as f:
+        f.write(json.dumps({"run": run, "confinement": meta["confinement"]}) + "\n")
