@@ -292,7 +292,7 @@ def test_row11_leaves_a_symlink_to_a_host_file(rig: Rig, tmp_path: Path) -> None
 
 
 def test_row12_returns_a_compression_bomb(rig: Rig, tmp_path: Path) -> None:
-    """Its result is a quarter megabyte that inflates to 256 MiB: the node copies and
+    """Its result is about a megabyte that inflates to 256 MiB: the node copies and
     bundles the bytes as they are, never inflating them (the orchestrator's ingest
     bounds what it inflates: its own row)."""
     row = hostile_run(rig, tmp_path, "bomb")
