@@ -1,11 +1,13 @@
 """The agent: its three loops, one module each, over one small shared state (the
 assignment book and the run in progress; :mod:`node_agent.agent_state`):
 
-- heartbeat (:mod:`node_agent.heartbeat`, the caller's thread): register, then heartbeat every interval the
-  orchestrator asks for; new assignments go into the book, cancellations stop runs;
-- executor (:mod:`node_agent.executor`): starts the earliest due assignment, one at a time, and turns its outcome
-  into state reports (outbox) and a result bundle (spool);
-- sender (:mod:`node_agent.sender`): delivers state reports in order, then uploads bundles whose reports are out.
+- heartbeat (:mod:`node_agent.heartbeat`, the caller's thread): register, then
+  heartbeat every interval the orchestrator asks for; new assignments go into the
+  book, cancellations stop runs;
+- executor (:mod:`node_agent.executor`): starts the earliest due assignment, one at a
+  time, and turns its outcome into state reports (outbox) and a result bundle (spool);
+- sender (:mod:`node_agent.sender`): delivers state reports in order, then uploads
+  bundles whose reports are out.
 
 When the orchestrator is unreachable the heartbeat keeps trying, the executor keeps
 running what the book holds (a day of schedule: the orchestrator's hand-out horizon),

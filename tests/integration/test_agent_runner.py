@@ -312,8 +312,14 @@ def test_leftover_containers_are_removed(testbed: Rig) -> None:
         SERVER_IMAGE, name=f"tbtest-leftover-{SUFFIX}",
         labels={LABEL_NODE: NODE_ID, LABEL_RUN: "tbtest-old-run"}, entrypoint=["true"],
     )
+    # A run's bounded volumes, left by a life that died mid-run, go too.
+    volume = testbed.client.volumes.create(
+        f"tbtest-leftover-{SUFFIX}-results", driver="local",
+        labels={LABEL_NODE: NODE_ID, LABEL_RUN: "tbtest-old-run"},
+        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": "size=1m"})
     assert testbed.runner.remove_leftovers() == ["tbtest-old-run"]
     assert not _leftovers(testbed, "tbtest-old-run")
+    assert not testbed.client.volumes.list(filters={"name": volume.name})
 
 
 def test_a_run_carries_its_nodes_compose_project(testbed: Rig) -> None:

@@ -14,6 +14,7 @@ from node_agent.confinement import BoundsUsage, VolumeUsage, bound_reached, end_
 from node_agent.engine import confinement_options, parse_statfs, tmpfs_options
 from node_agent.errors import ConfigError, RunnerError
 from node_agent.limits import Observation, StopCause, decide, ended
+from node_agent.spec import build_spec
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment, RunResources
 
@@ -134,3 +135,21 @@ def test_a_run_that_ended_at_a_bound_fails_whatever_its_exit_code() -> None:
     assert state == RunState.FAILED
     assert reason == "results over their bound; experiment exited with code 0"
     assert ended(None, exit_code=0, stderr="")[0] == RunState.UPLOADING
+
+
+def test_a_run_needing_a_capability_the_node_does_not_grant_is_refused_at_deploy() -> None:
+    config = parse_config(
+        {"node_id": "n", "orchestrator_url": "http://o", "netns_container": "ns",
+         "interfaces": [{"name": "op0", "operator": {"mcc_mnc": "240-01", "name": "T"},
+                         "server_address": "10.0.0.1"}],
+         "run_policy": {"capabilities": ["NET_RAW"]}},
+        {"TESTBED_NODE_TOKEN": "t"})
+    a = Assignment(run_id="r", experiment="e", image="i", parameters={}, interface="op0",
+                   not_before=NOW, deadline=NOW, max_bytes=1,
+                   capabilities=["NET_BIND_SERVICE"])
+    with pytest.raises(RunnerError, match="node does not grant"):
+        build_spec(a, config, interface_address=None)
+    spec = build_spec(a.model_copy(update={"capabilities": ["NET_RAW"],
+                                           "resources": RunResources(memory_mb=64)}),
+                      config, interface_address=None)
+    assert spec.limits.capabilities == ("NET_RAW",) and spec.limits.memory_mb == 64
