@@ -335,6 +335,7 @@ class DockerEngine:
             sandbox = c.attrs["NetworkSettings"].get("SandboxKey") or None
             return Holder(ContainerId(str(c.name)), int(c.attrs["State"]["Pid"]), sandbox)
         except docker.errors.DockerException as e:
+            self.remove_holder(spec)  # what was made of it: its volumes, its container
             raise RunnerError(f"node could not start the run's holder container: {e}") from e
 
     def create(self, spec: RunSpec, holder: Holder) -> ContainerId:
@@ -477,13 +478,12 @@ class DockerEngine:
             log.warning("cannot remove container %s: %s", container, e)
 
     def remove_holder(self, spec: RunSpec) -> None:
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self._get(ContainerId(holder_name(spec.run_id))).remove(force=True)
-            except docker.errors.NotFound:
-                raise
-            except docker.errors.DockerException as e:
-                log.warning("run %s: cannot remove its holder: %s", spec.run_id, e)
+        try:
+            self._get(ContainerId(holder_name(spec.run_id))).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as e:
+            log.warning("run %s: cannot remove its holder: %s", spec.run_id, e)
         for name in volume_names(spec.run_id).values():
             try:
                 self.docker.volumes.get(name).remove(force=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,8 @@ class Bounds(RunHook):
     memory; the peaks go into meta/run.json's ``confinement``."""
 
     def __init__(self, spec: RunSpec, engine: ContainerEngine, holder: Holder,
-                 container: ContainerId, *, interval_s: float, monotonic: Any) -> None:
+                 container: ContainerId, *, interval_s: float,
+                 monotonic: Callable[[], float]) -> None:
         self.spec = spec
         self.engine = engine
         self.holder = holder

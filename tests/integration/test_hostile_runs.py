@@ -303,3 +303,15 @@ def test_row12_returns_a_compression_bomb(rig: Rig, tmp_path: Path) -> None:
     data = build_bundle(row.run_dir, run_id="r", node_id=NODE_ID)
     assert len(data) < 4 * 2**20
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB
+
+
+def test_a_holder_that_cannot_start_fails_the_run_and_leaves_nothing(
+        rig: Rig, tmp_path: Path) -> None:
+    runner = DockerRunner(rig.client, counters=rig.runner.counters, node_id=NODE_ID,
+                          interfaces=["eth0"], holder_image="testbed/does-not-exist:0")
+    spec = _spec("ok")
+    outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None, stop=StopRequest())
+    assert outcome.state == RunState.FAILED
+    assert outcome.reason.startswith("node could not start the run's holder container: ")
+    assert not _leftovers(rig, spec.run_id)
+    assert (tmp_path / "run" / "meta" / "run.json").exists()
