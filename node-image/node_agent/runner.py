@@ -99,7 +99,18 @@ class Runner:
 
     def session(self, spec: RunSpec, run_dir: Path) -> RunSession:
         """The session of one run, with its hooks: the captures, the modem and GPS
-        recording, the kernel quota."""
+        recording, the kernel quota (made once the run's network is attached: the
+        interface's address they filter on is the one the run sees)."""
+        return RunSession(
+            spec, run_dir, engine=self.engine, counters=self.counters,
+            interfaces=self.interfaces,
+            make_hooks=lambda run, meter: self.hooks(run, run_dir, meter),
+            network=self.network, meter_interval_s=self.meter_interval_s,
+            check_interval_s=self.check_interval_s, clock=self.clock,
+        )
+
+    def hooks(self, spec: RunSpec, run_dir: Path, meter: Meter) -> list[RunHook]:
+        """What runs around one run's container, beside its meter and bounds."""
         hooks: list[RunHook] = [
             NodeCapture.for_run(spec, run_dir, config=self.capture,
                                 netns_pid=self.capture_netns_pid),
@@ -108,19 +119,9 @@ class Runner:
         ]
         if self.metadata is not None:
             hooks.append(MetadataRecording(self.metadata, run_dir))
-        backstop = self.backstop
-
-        def quota(meter: Meter) -> RunHook:
-            assert backstop is not None
-            return QuotaHook(RunQuota(backstop, spec, run_dir), meter)
-
-        return RunSession(
-            spec, run_dir, engine=self.engine, counters=self.counters,
-            interfaces=self.interfaces, hooks=hooks,
-            hook_factories=[quota] if backstop is not None else [],
-            network=self.network, meter_interval_s=self.meter_interval_s,
-            check_interval_s=self.check_interval_s, clock=self.clock,
-        )
+        if self.backstop is not None:
+            hooks.append(QuotaHook(RunQuota(self.backstop, spec, run_dir), meter))
+        return hooks
 
     def run(self, spec: RunSpec, run_dir: Path, *, on_running: Callable[[], None],
             stop: StopRequest) -> RunOutcome:

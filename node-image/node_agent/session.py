@@ -88,7 +88,7 @@ class RunSession:
         counters: CounterSource,
         interfaces: Sequence[str],
         hooks: Sequence[RunHook] = (),
-        hook_factories: Sequence[Callable[[Meter], RunHook]] = (),
+        make_hooks: Callable[[RunSpec, Meter], Sequence[RunHook]] | None = None,
         network: RunNetwork | None = None,
         meter_interval_s: float = 0.5,
         check_interval_s: float = CHECK_INTERVAL_S,
@@ -96,16 +96,18 @@ class RunSession:
     ) -> None:
         """``interfaces``: every interface whose counters go into meta/run.json;
         ``hooks``: what runs around the container, beside the meter (first) and the
-        run's bounds (last); ``hook_factories``: hooks that need the meter (the kernel
-        quota); ``network``: the run's network (None: the node's, shared)."""
+        run's bounds (last); ``make_hooks``: more of them, made once the run's network
+        is attached, from the spec as the run's network tells it (its interface's
+        address in the run's namespace) and the meter; ``network``: the run's network
+        (None: the node's, shared)."""
         self.spec = spec
         self.run_dir = run_dir
         self.engine = engine
         self.counters = counters
         self.interfaces = tuple(interfaces)
         self.meter = Meter(spec, counters)
-        self.hooks: list[RunHook] = [self.meter, *hooks,
-                                     *(make(self.meter) for make in hook_factories)]
+        self.hooks: list[RunHook] = [self.meter, *hooks]
+        self.make_hooks = make_hooks
         self.network = network or SharedNetwork(
             spec.netns_container, address=lambda _name: spec.interface_address,
             metadata_url=spec.metadata_url)
@@ -135,6 +137,7 @@ class RunSession:
             spec = self.spec = replace(
                 spec, interface_address=view.addresses.get(spec.interface),
                 metadata_url=view.metadata_url)
+            self._make_hooks(spec)
             container = self.engine.create(spec, holder)
             self.bounds = Bounds(spec, self.engine, holder, container,
                                  interval_s=self.check_interval_s, monotonic=time.monotonic)
@@ -158,6 +161,7 @@ class RunSession:
                 self.engine.remove_holder(spec)
         if self.bounds is not None:
             outcome = replace(outcome, confinement=self.bounds.document())
+        self._make_hooks(spec)  # a run that failed before: their documents say so
         failed_write: OSError | None = None
         for hook in self.hooks:
             try:
@@ -179,6 +183,12 @@ class RunSession:
             with contextlib.suppress(OSError):
                 write_run_meta(spec, run_dir, outcome)
         return outcome
+
+    def _make_hooks(self, spec: RunSpec) -> None:
+        """The hooks made from the run's spec as its network tells it, once."""
+        if self.make_hooks is not None:
+            self.hooks.extend(self.make_hooks(spec, self.meter))
+            self.make_hooks = None
 
     def _snapshot(self) -> dict[str, dict[str, int]]:
         return counter_snapshot(self.counters, self.interfaces)

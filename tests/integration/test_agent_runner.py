@@ -280,6 +280,8 @@ def test_missing_image(testbed: Rig, tmp_path: Path) -> None:
         "image testbed/does-not-exist:0 not present on node and could not be pulled: "
     )
     assert (tmp_path / "run" / "meta" / "run.json").exists()
+    # Its hooks' documents too: the capture says why there is none.
+    assert (tmp_path / "run" / "meta" / "capture.json").exists()
 
 
 def _create(engine: DockerEngine, spec: RunSpec) -> Any:
