@@ -22,7 +22,6 @@ from node_agent.config import RunPolicy
 from node_agent.errors import RunnerError
 from testbed_common.wire import RunResources
 
-MB = 1024 * 1024
 #: Free bytes under which a tmpfs counts as full: a write of one page more fails.
 FULL_SLACK_BYTES = 16 * 1024
 
