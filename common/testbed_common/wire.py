@@ -119,6 +119,34 @@ class Heartbeat(_Wire):
     dropped_run_ids: IdList = []
 
 
+#: Capabilities a manifest may ask for its runs (every other one is dropped): raw
+#: sockets for ping, traceroute and raw-socket probes; ports below 1024. Anything else
+#: (NET_ADMIN, SYS_ADMIN, ...) would let a run reach past its confinement.
+ALLOWED_CAPABILITIES = frozenset({"NET_RAW", "NET_BIND_SERVICE"})
+
+
+class RunResources(_Wire):
+    """What an experiment asks of the node for one run (its manifest's ``resources:``);
+    the node caps each by its own policy. None: the node's default."""
+
+    memory_mb: int | None = Field(None, ge=16, le=1_048_576)
+    cpus: float | None = Field(None, gt=0, le=1024)
+    pids: int | None = Field(None, ge=8, le=1_000_000)
+    #: The results directory's bound: its bytes and its files (inodes).
+    results_mb: int | None = Field(None, ge=1, le=1_048_576)
+    result_files: int | None = Field(None, ge=16, le=100_000_000)
+    #: The size of the run's /tmp (a tmpfs: it counts against the node's memory).
+    tmp_mb: int | None = Field(None, ge=1, le=1_048_576)
+
+
+def _allowed_capabilities(value: list[str]) -> list[str]:
+    refused = sorted(set(value) - ALLOWED_CAPABILITIES)
+    if refused:
+        raise ValueError(f"capabilities {refused} are not allowed; a run may have only "
+                         f"{sorted(ALLOWED_CAPABILITIES)}")
+    return sorted(set(value))
+
+
 class Assignment(_Wire):
     """A run the node must execute. ``not_before``/``deadline`` bound its time slot."""
 
@@ -131,6 +159,11 @@ class Assignment(_Wire):
     deadline: datetime
     #: Data-volume reservation for the run (bytes, both directions on its interface).
     max_bytes: int
+    #: What the experiment's manifest asks for (the node caps it by its policy).
+    resources: RunResources = RunResources()
+    #: Capabilities the manifest declares (from ALLOWED_CAPABILITIES); every other one
+    #: is dropped.
+    capabilities: Annotated[list[str], AfterValidator(_allowed_capabilities)] = []
 
 
 class HeartbeatReply(_Wire):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -146,9 +147,12 @@ def decode(log: Path, *extra: str) -> str:
     """ITGDec's summary of ``log`` (spinner removed), with ``extra`` options such as
     ``-v -b 100 <file>`` (``-b`` alone prints no summary)."""
     try:
-        proc = subprocess.run(["ITGDec", str(log), *extra], capture_output=True,
-                              text=True, errors="replace", timeout=DECODE_TIMEOUT_S,
-                              check=False)
+        # ITGDec splits the log into files in its working directory: the run's /tmp
+        # (the root file system is read-only, and they are not results).
+        with tempfile.TemporaryDirectory(prefix="itgdec-") as scratch:
+            proc = subprocess.run(["ITGDec", str(log.resolve()), *extra],
+                                  capture_output=True, text=True, errors="replace",
+                                  timeout=DECODE_TIMEOUT_S, check=False, cwd=scratch)
     except subprocess.TimeoutExpired as e:
         raise DitgError(f"ITGDec did not decode {log.name} within "
                         f"{DECODE_TIMEOUT_S:.0f} s") from e
@@ -187,7 +191,7 @@ def measure(config: dict[str, Any], n: int, out_dir: Path) -> dict[str, Any]:
     fetch_log(server, name, recv_log)
     bitrate = out_dir / f"ditg-{n}-bitrate.txt"
     bin_ms = round(float(p.get("bin_s", 0.1)) * 1000)
-    receiver_summary = decode(recv_log, "-v", "-b", str(bin_ms), str(bitrate))
+    receiver_summary = decode(recv_log, "-v", "-b", str(bin_ms), str(bitrate.resolve()))
     (out_dir / f"ditg-{n}-recv.txt").write_text(receiver_summary)
     sender_summary = decode(send_log)
     (out_dir / f"ditg-{n}-send.txt").write_text(sender_summary)

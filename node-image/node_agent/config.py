@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from node_agent.errors import ConfigError
 from testbed_common import safeyaml
-from testbed_common.wire import Operator
+from testbed_common.wire import ALLOWED_CAPABILITIES, Operator
 
 DEFAULT_CONFIG_PATH = Path("/etc/testbed/agent.yaml")
 #: The token is a secret: never in the YAML file that Ansible templates and people read.
@@ -89,6 +89,52 @@ class CaptureConfig(_Strict):
     max_bytes: int = Field(200_000_000, gt=0)
 
 
+class RunLimitsConfig(_Strict):
+    """One set of limits of a run (see :class:`RunPolicy`)."""
+
+    #: Memory of the run's processes, MiB (its results and /tmp, tmpfs, come on top).
+    memory_mb: int = Field(512, ge=16)
+    #: CPU time, in cores (a fraction: a share of one).
+    cpus: float = Field(1.0, gt=0)
+    #: Processes and threads at once.
+    pids: int = Field(256, ge=8)
+    #: The results directory's bound: bytes (MiB) and files.
+    results_mb: int = Field(256, ge=1)
+    result_files: int = Field(10_000, ge=16)
+    #: The run's /tmp, MiB.
+    tmp_mb: int = Field(64, ge=1)
+
+
+class RunPolicy(_Strict):
+    """What this node grants one run (docs/security.md, "Run confinement"): a manifest's
+    ``resources:`` asks, ``default`` fills what it does not ask, ``cap`` bounds both;
+    ``capabilities``: those of the allowed list this node grants (a run that declares
+    another is refused)."""
+
+    default: RunLimitsConfig = RunLimitsConfig()
+    #: Defaults for a node of 2 cores and 2 GB or more (an APU2): a run may take most
+    #: of it, the agent and the engine keep the rest.
+    cap: RunLimitsConfig = RunLimitsConfig(memory_mb=1024, cpus=2.0, pids=1024,
+                                           results_mb=1024, result_files=100_000,
+                                           tmp_mb=256)
+    capabilities: tuple[str, ...] = ("NET_RAW", "NET_BIND_SERVICE")
+
+    @field_validator("capabilities")
+    @classmethod
+    def _allowed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        refused = sorted(set(value) - ALLOWED_CAPABILITIES)
+        if refused:
+            raise ValueError(f"{refused} cannot be granted to runs; only "
+                             f"{sorted(ALLOWED_CAPABILITIES)} can")
+        return value
+    #: Image of each run's holder container (it holds the run's namespace and volumes);
+    #: None: the image of ``netns_container``, the node's own (the agent's) image.
+    holder_image: str | None = None
+    #: How often a running experiment's bounds are looked at (its results and /tmp,
+    #: its processes), seconds: one exec and one stats call of the engine each time.
+    check_interval_s: float = Field(2.0, gt=0)
+
+
 class AgentConfig(_Strict):
     node_id: str = Field(min_length=1)  # informational; the token identifies the node
     orchestrator_url: str = Field(pattern=r"^https?://")
@@ -124,8 +170,8 @@ class AgentConfig(_Strict):
     max_backoff_s: float = Field(60.0, gt=0)
     #: Pause between registrations refused with 401 (a wrong token stays wrong), seconds.
     unauthorized_retry_s: float = Field(300.0, gt=0)
-    #: Add NET_RAW to experiment containers (ping, raw-socket probes, pcaps).
-    experiment_net_raw: bool = True
+    #: What each run may have (capabilities, memory, CPU, processes, results, /tmp).
+    run_policy: RunPolicy = RunPolicy()
     #: Modem (and GPS) metadata sampling period, seconds.
     metadata_interval_s: float = Field(5.0, gt=0)
     #: Loopback port of the live metadata server for experiments; 0 turns it off.

@@ -8,7 +8,6 @@ passes in (its outbox), so these steps hold no state of their own.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 from collections.abc import Callable
@@ -20,7 +19,6 @@ from node_agent.config import AgentConfig
 from node_agent.diskspace import disk_refusal, run_footprint
 from node_agent.errors import RunnerError
 from node_agent.interfaces import interface_address
-from node_agent.metadata.sampler import MetadataSampler
 from node_agent.rundir import RunOutcome
 from node_agent.runner import Runner
 from node_agent.session import StopRequest
@@ -75,23 +73,19 @@ def room_refusal(a: Assignment, config: AgentConfig, spool: Spool) -> str | None
                         spooled_bytes=sum(item.size for item in waiting))
 
 
-def run_session(runner: Runner, spec: RunSpec, run_dir: Path, *,
-                metadata: MetadataSampler | None, stop: StopRequest,
+def run_session(runner: Runner, spec: RunSpec, run_dir: Path, *, stop: StopRequest,
                 report: Report) -> RunOutcome:
-    """Run the spec's session in a fresh ``run_dir``, with the node's modem and GPS
-    samples of its span recorded beside its meta/run.json; RUNNING is reported when
-    the container starts."""
+    """Run the spec's session in a fresh ``run_dir`` (the node's modem and GPS samples
+    of its span are one of its hooks: the runner's); RUNNING is reported when the
+    container starts."""
     shutil.rmtree(run_dir, ignore_errors=True)
-    recording = (metadata.recording(run_dir) if metadata is not None
-                 else contextlib.nullcontext())
-    with recording:
-        outcome = runner.run(
-            spec, run_dir,
-            on_running=lambda: report(
-                spec.run_id, RunState.RUNNING,
-                f"experiment container started on {spec.interface}"),
-            stop=stop,
-        )
+    outcome = runner.run(
+        spec, run_dir,
+        on_running=lambda: report(
+            spec.run_id, RunState.RUNNING,
+            f"experiment container started on {spec.interface}"),
+        stop=stop,
+    )
     log.info("run %s: %s (%s)", spec.run_id, outcome.state, outcome.reason)
     return outcome
 

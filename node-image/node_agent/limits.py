@@ -60,6 +60,9 @@ class Observation:
     max_bytes: int
     quota_spent: bool = False
     requested: Requested | None = None
+    #: The run reached one of its confinement's bounds (its results or /tmp full, its
+    #: process limit): the named reason (node_agent.confinement.bound_reached).
+    over_bound: str | None = None
 
 
 class StopCause(StrEnum):
@@ -67,6 +70,7 @@ class StopCause(StrEnum):
 
     OVERRUN = "overrun"  # the counters show more than the reservation
     QUOTA_SPENT = "quota_spent"  # the kernel quota is spent
+    BOUND = "bound"  # results or /tmp full, process limit reached
     DEADLINE = "deadline"  # the time slot is over
     REQUESTED = "requested"  # cancelled, agent stopping, or final on the orchestrator
 
@@ -84,7 +88,8 @@ def decide(obs: Observation) -> StopDecision | None:
     The run's limits come before a request: a run past its reservation or its slot
     fails for that, even when a cancellation arrived in the same tick. Among the
     limits, an overrun the counters show is named with its figure before the quota
-    that saw it first, and both before the deadline."""
+    that saw it first, both before a bound of its confinement, and all before the
+    deadline."""
     used, cap = obs.used_bytes, obs.max_bytes
     if used > cap:
         return StopDecision(StopCause.OVERRUN, RunState.FAILED,
@@ -94,6 +99,8 @@ def decide(obs: Observation) -> StopDecision | None:
             StopCause.QUOTA_SPENT, RunState.FAILED,
             f"traffic reservation exceeded: the kernel quota of {cap} bytes is spent and "
             f"drops the run's packets (interface counters: {used} bytes)")
+    if obs.over_bound is not None:
+        return StopDecision(StopCause.BOUND, RunState.FAILED, obs.over_bound)
     if obs.now >= obs.deadline:
         return StopDecision(StopCause.DEADLINE, RunState.FAILED,
                             f"exceeded its time slot (deadline {obs.deadline.isoformat()})")
@@ -102,11 +109,16 @@ def decide(obs: Observation) -> StopDecision | None:
     return None
 
 
-def ended(stopped: StopDecision | None, *, exit_code: int, stderr: str) -> tuple[RunState, str]:
-    """The state and reason a run ends with: why it was stopped, else its exit code
-    (0: its results go up; otherwise it failed, with its last line of stderr)."""
+def ended(stopped: StopDecision | None, *, exit_code: int, stderr: str,
+          bound: str | None = None) -> tuple[RunState, str]:
+    """The state and reason a run ends with: why it was stopped, else the bound it
+    ended at (``bound``: killed out of memory, its results full; it failed, whatever its
+    exit code: its results may be cut short), else its exit code (0: its results go up;
+    otherwise it failed, with its last line of stderr)."""
     if stopped is not None:
         return stopped.state, stopped.reason
+    if bound is not None:
+        return RunState.FAILED, f"{bound}; experiment exited with code {exit_code}"
     if exit_code == 0:
         return RunState.UPLOADING, exit_reason(0, stderr)
     return RunState.FAILED, exit_reason(exit_code, stderr)

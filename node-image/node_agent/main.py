@@ -70,21 +70,23 @@ def main(argv: list[str] | None = None) -> None:
     client = OrchestratorClient(
         config.orchestrator_url, config.token, timeout_s=config.request_timeout_s
     )
+    metadata = MetadataSampler(readers_from_config(config), gps_from_config(config),
+                               system=SystemReader(config.state_dir),
+                               interval_s=config.metadata_interval_s)
     runner = DockerRunner(
         dock,
         counters=counters,
         node_id=config.node_id,
         interfaces=[i.name for i in config.interfaces],
         meter_interval_s=config.meter_interval_s,
-        net_raw=config.experiment_net_raw,
+        holder_image=config.run_policy.holder_image,
         capture=config.capture,
         capture_netns_pid=_netns_pid(config, dock),
         backstop=(NftBackstop(netns_pid=_netns_pid(config, dock))
                   if config.quota_backstop else None),
+        metadata=metadata,
+        check_interval_s=config.run_policy.check_interval_s,
     )
-    metadata = MetadataSampler(readers_from_config(config), gps_from_config(config),
-                               system=SystemReader(config.state_dir),
-                               interval_s=config.metadata_interval_s)
     metadata.start()
     server: MetadataServer | None = None
     if config.metadata_port:

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from node_agent import __version__
 from node_agent.spec import RunSpec
@@ -30,6 +31,9 @@ class RunOutcome:
     image_id: str | None = None
     counters_before: dict[str, dict[str, int]] = field(default_factory=dict)
     counters_after: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The run's effective limits and the peaks of its use (None: it never had a
+    #: container).
+    confinement: dict[str, Any] | None = None
 
 
 def agent_note(run_dir: Path, line: str) -> None:
@@ -69,5 +73,9 @@ def write_run_meta(spec: RunSpec, run_dir: Path, outcome: RunOutcome) -> None:
         # The node's clock offset the run used (node_agent.clock): the times above and
         # in results/ and meta/ are on the node's clock; ingest moves them by it.
         "clock": spec.clock.to_json() if spec.clock is not None else None,
+        # What confined it: its limits (the manifest's, capped by the node's policy),
+        # its capabilities, and the peaks of what it used of them.
+        "confinement": (outcome.confinement if outcome.confinement is not None
+                        else {**spec.limits.to_json(), "peak": {}}),
     }
     (meta / "run.json").write_text(json.dumps(doc, indent=2))

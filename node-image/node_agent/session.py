@@ -1,19 +1,27 @@
-"""One run, walked through its phases on a container engine.
+"""One run, walked through its phases on a container engine, with its lifecycle hooks
+(:mod:`node_agent.hooks`) around it.
 
     prepare   run directory, counters of every interface (meta/run.json's "before")
-    create    the image (pulled when missing), the container with its config.json
-    prestart  the run interface's baseline, sidecars (captures) started, kernel quota armed
-    run       container started (``on_running``: the agent reports RUNNING), then every
-              ``meter_interval_s`` an :class:`~node_agent.limits.Observation` of the
-              counters, the clock, the quota and any stop request, and
-              :func:`~node_agent.limits.decide` says whether to kill it
-    exited    exit code, sidecars stopped, the bytes it moved, logs and results copied
-    cleanup   quota disarmed, container removed
-    finish    sidecars' files and meta documents, meta/run.json
+    holder    the image (pulled when missing); the run's holder container, which holds
+              its network namespace and bounded volumes; the run's network attached
+              (:mod:`node_agent.runnet`: what the experiment is told of it)
+    create    the experiment container in the holder's namespace, with its config.json
+    prestart  every hook's prestart, all at once (the meter's baseline, the captures,
+              the kernel quota, the modem and GPS recording)
+    run       container started, hooks' poststart (``on_running``: the agent reports
+              RUNNING), then every ``meter_interval_s`` an
+              :class:`~node_agent.limits.Observation` to which each hook adds what it
+              saw (the bytes moved, the quota, the run's bounds) with the clock and any
+              stop request, and :func:`~node_agent.limits.decide` says whether to kill it
+    exited    how it ended (exit code, killed out of memory), hooks' exited, logs and
+              results copied out of the holder
+    stop      hooks' stop (quota disarmed, recording ended), the network detached, the
+              container and its holder removed
+    finish    hooks' finish (the captures' files and meta documents), meta/run.json
 
 A failure of the engine (:class:`~node_agent.errors.RunnerError`) ends the run FAILED
 with its reason, and the later phases still run: whatever happened, the run directory
-has meta/run.json and the sidecars' documents, and no container or quota is left.
+has meta/run.json and the sidecars' documents, and no container, volume or quota is left.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -28,13 +37,13 @@ from datetime import datetime
 from pathlib import Path
 
 from node_agent.diskspace import write_failure_reason
-from node_agent.engine import ContainerEngine, ContainerId
+from node_agent.engine import ContainerEngine, ContainerId, Holder
 from node_agent.errors import RunnerError
-from node_agent.interfaces import Counters, CounterSource, InterfaceMissing, counter_snapshot
-from node_agent.limits import Observation, Requested, StopDecision, Usage, decide, ended
-from node_agent.quota import RunQuota
+from node_agent.hooks import Bounds, Meter, RunHook
+from node_agent.interfaces import CounterSource, counter_snapshot
+from node_agent.limits import Observation, Requested, StopDecision, decide, ended
 from node_agent.rundir import RunOutcome, write_run_meta
-from node_agent.sidecars import Sidecar
+from node_agent.runnet import RunNetwork, SharedNetwork
 from node_agent.spec import RunSpec
 from testbed_common.states import RunState
 
@@ -42,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds to wait for the container's exit code once it ended or was killed.
 WAIT_TIMEOUT_S = 60
+#: How often a run's bounds are looked at by default, seconds (run_policy.check_interval_s).
+CHECK_INTERVAL_S = 2.0
 
 
 class StopRequest:
@@ -76,22 +87,35 @@ class RunSession:
         engine: ContainerEngine,
         counters: CounterSource,
         interfaces: Sequence[str],
-        sidecars: Sequence[Sidecar] = (),
-        quota: RunQuota | None = None,
+        hooks: Sequence[RunHook] = (),
+        make_hooks: Callable[[RunSpec, Meter], Sequence[RunHook]] | None = None,
+        network: RunNetwork | None = None,
         meter_interval_s: float = 0.5,
+        check_interval_s: float = CHECK_INTERVAL_S,
         clock: Callable[[], datetime],
     ) -> None:
         """``interfaces``: every interface whose counters go into meta/run.json;
-        ``quota``: the run's kernel quota (None: the meter alone)."""
+        ``hooks``: what runs around the container, beside the meter (first) and the
+        run's bounds (last); ``make_hooks``: more of them, made once the run's network
+        is attached, from the spec as the run's network tells it (its interface's
+        address in the run's namespace) and the meter; ``network``: the run's network
+        (None: the node's, shared)."""
         self.spec = spec
         self.run_dir = run_dir
         self.engine = engine
         self.counters = counters
         self.interfaces = tuple(interfaces)
-        self.sidecars = tuple(sidecars)
-        self.quota = quota
+        self.meter = Meter(spec, counters)
+        self.hooks: list[RunHook] = [self.meter, *hooks]
+        self.make_hooks = make_hooks
+        self.network = network or SharedNetwork(
+            spec.netns_container, address=lambda _name: spec.interface_address,
+            metadata_url=spec.metadata_url)
         self.meter_interval_s = meter_interval_s
+        self.check_interval_s = check_interval_s
         self.clock = clock
+        self.bounds: Bounds | None = None
+        self._prestarted = False
 
     def run(self, *, on_running: Callable[[], None], stop: StopRequest) -> RunOutcome:
         """Run to the end, writing results/, logs/ and meta/ into the run directory."""
@@ -100,10 +124,25 @@ class RunSession:
         before = self._snapshot()
         image_id: str | None = None
         container: ContainerId | None = None
+        holder: Holder | None = None
+        attached = False
         try:
             image_id = self.engine.ensure_image(spec.image)
-            container = self.engine.create(spec)
-            outcome = replace(self._supervise(container, on_running, stop, before),
+            booked = (spec.interface,)
+            holder = self.engine.create_holder(
+                spec, self.network.holder_needs(spec.run_id, booked))
+            view = self.network.attach(spec.run_id, holder_pid=holder.pid,
+                                       sandbox_key=holder.sandbox_key, booked=booked)
+            attached = True
+            spec = self.spec = replace(
+                spec, interface_address=view.addresses.get(spec.interface),
+                metadata_url=view.metadata_url)
+            self._make_hooks(spec)
+            container = self.engine.create(spec, holder)
+            self.bounds = Bounds(spec, self.engine, holder, container,
+                                 interval_s=self.check_interval_s, monotonic=time.monotonic)
+            self.hooks.append(self.bounds)
+            outcome = replace(self._supervise(container, holder, on_running, stop, before),
                               image_id=image_id)
         except RunnerError as e:
             outcome = RunOutcome(
@@ -111,13 +150,23 @@ class RunSession:
                 counters_after=self._snapshot(),
             )
         finally:
+            for hook in self.hooks if self._prestarted else ():
+                hook.exited()
+                hook.stop()
+            if attached:
+                self.network.detach(spec.run_id)
             if container is not None:
                 self.engine.remove(container)
+            if holder is not None:
+                self.engine.remove_holder(spec)
+        if self.bounds is not None:
+            outcome = replace(outcome, confinement=self.bounds.document())
+        self._make_hooks(spec)  # a run that failed before: their documents say so
         failed_write: OSError | None = None
-        for sidecar in self.sidecars:
+        for hook in self.hooks:
             try:
-                sidecar.finish(run_dir)
-            except OSError as e:  # a full disk: every sidecar still gets its turn
+                hook.finish(run_dir)
+            except OSError as e:  # a full disk: every hook still gets its turn
                 failed_write = failed_write or e
         try:
             write_run_meta(spec, run_dir, outcome)
@@ -135,33 +184,29 @@ class RunSession:
                 write_run_meta(spec, run_dir, outcome)
         return outcome
 
+    def _make_hooks(self, spec: RunSpec) -> None:
+        """The hooks made from the run's spec as its network tells it, once."""
+        if self.make_hooks is not None:
+            self.hooks.extend(self.make_hooks(spec, self.meter))
+            self.make_hooks = None
+
     def _snapshot(self) -> dict[str, dict[str, int]]:
         return counter_snapshot(self.counters, self.interfaces)
 
-    def _supervise(self, container: ContainerId, on_running: Callable[[], None],
-                   stop: StopRequest, before: dict[str, dict[str, int]]) -> RunOutcome:
-        try:
-            baseline = self.counters.read(self.spec.interface)
-        except InterfaceMissing as e:
-            raise RunnerError(f"cannot meter the run's interface: {e}") from e
+    def _supervise(self, container: ContainerId, holder: Holder,
+                   on_running: Callable[[], None], stop: StopRequest,
+                   before: dict[str, dict[str, int]]) -> RunOutcome:
         self._prestart()
-        try:
-            return self._run(container, on_running, stop, before, baseline)
-        finally:
-            self._exited()
-            if self.quota is not None:
-                self.quota.disarm()
+        return self._run(container, holder, on_running, stop, before)
 
     def _prestart(self) -> None:
-        """What comes before the container's start, all at once: each sidecar's
-        prestart, which waits for its own capture to listen (the node's tcpdump; the
-        server's, over HTTP), and the kernel quota's arming (nft in the node's
-        namespace), each a few tenths of a second on a loaded node; the container's
-        start waited for them one after the other. An exception is raised here as it
-        would be in turn."""
-        steps: list[Callable[[], object]] = [sidecar.prestart for sidecar in self.sidecars]
-        if self.quota is not None:
-            steps.append(self.quota.arm)
+        """Every hook's prestart before the container's start, all at once: each capture
+        waits for its own tcpdump to listen (the node's; the server's, over HTTP), the
+        kernel quota is armed (nft in the node's namespace), each a few tenths of a
+        second on a loaded node; the container's start waited for them one after the
+        other. An exception is raised here as it would be in turn."""
+        self._prestarted = True
+        steps = [hook.prestart for hook in self.hooks]
         if len(steps) < 2:
             for step in steps:
                 step()
@@ -170,34 +215,24 @@ class RunSession:
             for started in [pool.submit(step) for step in steps]:
                 started.result()
 
-    def _exited(self) -> None:
-        for sidecar in self.sidecars:
-            sidecar.exited()
+    def _observe(self, stop: StopRequest) -> Observation:
+        obs = Observation(now=self.clock(), deadline=self.spec.deadline, used_bytes=0,
+                          max_bytes=self.spec.max_bytes, requested=stop.requested())
+        for hook in self.hooks:
+            obs = hook.observe(obs)
+        return obs
 
-    def _run(self, container: ContainerId, on_running: Callable[[], None],
-             stop: StopRequest, before: dict[str, dict[str, int]],
-             baseline: Counters) -> RunOutcome:
+    def _run(self, container: ContainerId, holder: Holder, on_running: Callable[[], None],
+             stop: StopRequest, before: dict[str, dict[str, int]]) -> RunOutcome:
         spec, engine = self.spec, self.engine
         engine.start(container)
         started = self.clock()
+        for hook in self.hooks:
+            hook.poststart()
         on_running()
         stopped: StopDecision | None = None
-        used = 0
         while engine.running(container):
-            counted = True
-            try:
-                current = self.counters.read(spec.interface)
-            except InterfaceMissing as e:  # gone for now: nothing moved on it
-                current, counted = baseline, False
-                log.warning("run %s: %s", spec.run_id, e)
-            used = Usage(baseline, current).bytes
-            stopped = decide(Observation(
-                now=self.clock(), deadline=spec.deadline, used_bytes=used,
-                max_bytes=spec.max_bytes,
-                quota_spent=(self.quota is not None
-                             and self.quota.spent(used if counted else None)),
-                requested=stop.requested(),
-            ))
+            stopped = decide(self._observe(stop))
             if stopped is not None:
                 log.warning("run %s: stopping: %s", spec.run_id, stopped.reason)
                 if not engine.kill(container):
@@ -206,14 +241,16 @@ class RunSession:
                     stopped = None  # its exit code says how it ended, its results go up
                 break
             engine.await_end(container, within_s=self.meter_interval_s)
-        exit_code = engine.wait(container, timeout_s=WAIT_TIMEOUT_S)
+        end = engine.wait(container, timeout_s=WAIT_TIMEOUT_S)
         ended_at = self.clock()
-        self._exited()  # right after the container's end, before results are copied
-        with contextlib.suppress(InterfaceMissing):
-            used = Usage(baseline, self.counters.read(spec.interface)).bytes
-        stderr = engine.collect(container, self.run_dir)
-        state, reason = ended(stopped, exit_code=exit_code, stderr=stderr)
+        for hook in self.hooks:  # right after the container's end, before results are copied
+            hook.exited()
+        bound = (self.bounds.ended_at_bound(oom_killed=end.oom_killed)
+                 if self.bounds is not None else None)
+        stderr = engine.collect(container, holder, self.run_dir)
+        state, reason = ended(stopped, exit_code=end.exit_code, stderr=stderr, bound=bound)
         return RunOutcome(
-            state, reason, exit_code=exit_code, started_at=started, ended_at=ended_at,
-            bytes_used=used, counters_before=before, counters_after=self._snapshot(),
+            state, reason, exit_code=end.exit_code, started_at=started, ended_at=ended_at,
+            bytes_used=self.meter.used, counters_before=before,
+            counters_after=self._snapshot(),
         )

@@ -1,10 +1,10 @@
 """What runs beside a run's container: the node's packet capture and the measurement
-server's. Each is a :class:`Sidecar` with three lifecycle steps the run's session calls
-in order (Nomad's task hooks): :meth:`~Sidecar.prestart` right before the container
-starts, :meth:`~Sidecar.exited` right after it ends (and again, harmlessly, on every
-way out of the run), :meth:`~Sidecar.finish` after the container is removed, to put
-files in the run directory and write the sidecar's meta document. A sidecar never
-fails a run: what went wrong goes to its meta document and logs/agent.txt.
+server's. Each is a :class:`~node_agent.hooks.RunHook` of three steps: ``prestart``
+right before the container starts (it waits for its capture to listen), ``exited``
+right after it ends (and again, harmlessly, on every way out of the run), ``finish``
+after the container is removed, to put files in the run directory and write the
+sidecar's meta document. A sidecar never fails a run: what went wrong goes to its meta
+document and logs/agent.txt.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
 from node_agent.config import CaptureConfig
+from node_agent.hooks import RunHook
 from node_agent.rundir import agent_note
 from node_agent.server_capture import META_FILE as SERVER_CAPTURE_META
 from node_agent.server_capture import ServerCapture, capture_limit_s
@@ -32,21 +33,7 @@ from testbed_kit.capture import RunningCapture, capture_member, disabled_documen
 log = logging.getLogger(__name__)
 
 
-class Sidecar(Protocol):
-    def prestart(self) -> None:
-        """Start, right before the experiment container; never raises."""
-        ...
-
-    def exited(self) -> None:
-        """Stop, right after the container ended; idempotent, never raises."""
-        ...
-
-    def finish(self, run_dir: Path) -> None:
-        """Put files and the meta document into ``run_dir``; never raises."""
-        ...
-
-
-class NodeCapture:
+class NodeCapture(RunHook):
     """tcpdump of the run's interface on the node (:mod:`testbed_kit.capture`),
     into results/capture/<iface>.pcap with meta/capture.json. ``capture`` None: capture
     is off, and the meta document says so."""
@@ -129,7 +116,7 @@ def _emulate_skew(pcap: Path, doc: dict[str, Any]) -> None:
         doc["error"] = f"cannot move the capture to the emulated clock: {e}"
 
 
-class ServerSideCapture:
+class ServerSideCapture(RunHook):
     """The measurement server's capture of the run (:mod:`node_agent.server_capture`),
     fetched into server/capture/<iface>.pcap with meta/server-capture.json. ``server``
     None: there is none, and ``off_because`` says why."""

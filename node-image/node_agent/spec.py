@@ -12,13 +12,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from node_agent.clock import ClockEstimate
-from node_agent.config import AgentConfig
+from node_agent.config import AgentConfig, RunPolicy
+from node_agent.confinement import RunLimits, run_limits
 from node_agent.errors import RunnerError
-from testbed_common.wire import Assignment, Operator
+from testbed_common.wire import Assignment, Operator, RunResources
 
 #: Where the experiment finds its configuration (read-only) and writes its results.
 CONFIG_PATH = "/testbed/config.json"
 RESULTS_PATH = "/results"
+#: The run's scratch space (a size-bounded tmpfs: the root file system is read-only).
+TMP_PATH = "/tmp"
+#: A run whose manifest asks nothing, on a node of the default policy.
+DEFAULT_LIMITS = run_limits(RunResources(), (), RunPolicy())
 
 
 def utcnow() -> datetime:
@@ -48,6 +53,9 @@ class RunSpec:
     #: The node's clock offset estimate when the run was deployed (meta/run.json's
     #: ``clock``): ``deadline`` is already in node time (node_agent.clock).
     clock: ClockEstimate | None = None
+    #: What confines the run (its manifest's resources and capabilities, capped by the
+    #: node's policy).
+    limits: RunLimits = DEFAULT_LIMITS
 
     def config_json(self) -> dict[str, Any]:
         return {
@@ -110,4 +118,5 @@ def build_spec(
                       if config.metadata_port else None),
         server_capture_url=iface.server_capture_url,
         clock=clock,
+        limits=run_limits(assignment.resources, assignment.capabilities, config.run_policy),
     )

@@ -3,7 +3,10 @@
 A manifest names the image, the parameters (a JSON Schema per parameter; unknown
 parameters are refused), the result file and format, and two forecasts as expressions:
 the slot length and the data volume, so the scheduler can book time and reserve quota
-before a byte is sent.
+before a byte is sent. It also says what a run needs of its node (``resources:``: memory,
+CPU, processes, the results' bound, /tmp; ``capabilities:``, from a short allowed list):
+every run is confined to that, capped by the node's policy (docs/security.md, "Run
+confinement").
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.catalogue.expr import Expression, ExpressionError, parse_expression
 from testbed_common import safeyaml
+from testbed_common.wire import ALLOWED_CAPABILITIES, RunResources
 
 #: Variables a forecast may use besides the parameters.
 FORECAST_VARIABLES = frozenset({"rate_bps"})
@@ -70,6 +74,19 @@ class _ManifestDoc(BaseModel):
     data_volume_bytes: str | float
     interfaces: int = Field(1, ge=1, le=8)
     ingest: IngestSpec = IngestSpec()
+    resources: RunResources = RunResources()
+    capabilities: list[str] = Field([], max_length=len(ALLOWED_CAPABILITIES))
+
+    @field_validator("capabilities")
+    @classmethod
+    def _capabilities_allowed(cls, value: list[str]) -> list[str]:
+        refused = sorted(set(value) - ALLOWED_CAPABILITIES)
+        if refused:
+            raise ValueError(
+                f"{refused} cannot be granted to a run: every capability is dropped but "
+                f"those of {sorted(ALLOWED_CAPABILITIES)} a manifest declares (see "
+                "docs/experiment-contract.md, \"Confinement\")")
+        return sorted(set(value))
 
     @field_validator("parameters")
     @classmethod
@@ -94,6 +111,10 @@ class Manifest:
     data_volume: Expression
     interfaces: int
     ingest: IngestSpec = field(default_factory=IngestSpec)
+    #: What one run asks of its node (None fields: the node's defaults).
+    resources: RunResources = field(default_factory=RunResources)
+    #: Capabilities its runs keep (every other one is dropped).
+    capabilities: tuple[str, ...] = ()
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -172,6 +193,8 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
         data_volume=volume,
         interfaces=doc.interfaces,
         ingest=doc.ingest,
+        resources=doc.resources,
+        capabilities=tuple(doc.capabilities),
     )
     try:  # defaults must satisfy the schema, and forecasts must evaluate on them
         defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}

@@ -354,6 +354,16 @@ def _release_dropped(s: Session, node_id: str, dropped: list[str], now: datetime
     return released
 
 
+def _confinement(ctx: Context, experiment: str) -> dict[str, Any]:
+    """What the experiment's manifest asks of the node for a run (resources and
+    capabilities); an experiment no longer in the catalogue gets the node's defaults
+    and no capability."""
+    manifest = ctx.catalogue.get(experiment)
+    if manifest is None:
+        return {}
+    return {"resources": manifest.resources, "capabilities": list(manifest.capabilities)}
+
+
 def _hand_out(ctx: Context, s: Session, node_id: str, now: datetime, pending: set[str]
               ) -> tuple[list[wire.Assignment], dict[str, tuple[str, str]]]:
     """The node's schedule for the hand-out horizon: every booked run due within
@@ -387,5 +397,6 @@ def _hand_out(ctx: Context, s: Session, node_id: str, now: datetime, pending: se
             not_before=run.not_before,
             deadline=run.deadline,
             max_bytes=run.forecast_bytes,
+            **_confinement(ctx, run.experiment),
         ))
     return out, {run.id: (run.node_id, states[run.id]) for run in due}

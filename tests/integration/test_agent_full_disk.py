@@ -21,7 +21,8 @@ import pytest
 
 from node_agent.agent import Agent
 from node_agent.config import parse_config
-from node_agent.engine import ContainerId
+from node_agent.confinement import BoundsUsage
+from node_agent.engine import ContainerId, Ended, Holder
 from node_agent.interfaces import Counters
 from node_agent.rundir import agent_note
 from node_agent.runner import RunOutcome, StopRequest
@@ -199,7 +200,10 @@ class FillingEngine:
     def ensure_image(self, image: str) -> str:
         return "sha256:exp"
 
-    def create(self, spec: Any) -> ContainerId:
+    def create_holder(self, spec: Any, needs: Any) -> Holder:
+        return Holder(ContainerId("h"), pid=1, sandbox_key=None)
+
+    def create(self, spec: Any, holder: Holder) -> ContainerId:
         return ContainerId("c")
 
     def start(self, container: ContainerId) -> None: ...
@@ -212,10 +216,15 @@ class FillingEngine:
     def kill(self, container: ContainerId) -> bool:
         return True
 
-    def wait(self, container: ContainerId, *, timeout_s: float) -> int:
-        return 0
+    def wait(self, container: ContainerId, *, timeout_s: float) -> Ended:
+        return Ended(0)
 
-    def collect(self, container: ContainerId, run_dir: Path) -> str:
+    def usage(self, holder: Holder, container: ContainerId | None) -> BoundsUsage:
+        return BoundsUsage()
+
+    def remove_holder(self, spec: Any) -> None: ...
+
+    def collect(self, container: ContainerId, holder: Holder, run_dir: Path) -> str:
         (run_dir / "results").mkdir(parents=True, exist_ok=True)
         try:  # as the Docker engine: a copy that fails is noted, not raised
             with (run_dir / "results" / "big.bin").open("wb") as f:

@@ -29,12 +29,15 @@ import docker
 import pytest
 
 from node_agent.backstop import NftBackstop, quota_name
-from node_agent.config import AgentConfig, CaptureConfig, parse_config
+from node_agent.config import AgentConfig, CaptureConfig, RunPolicy, parse_config
+from node_agent.confinement import run_limits
 from node_agent.engine import LABEL_PROJECT, DockerEngine
 from node_agent.interfaces import ProcNetDevCounters
 from node_agent.runner import LABEL_NODE, LABEL_RUN, DockerRunner, RunSpec, StopRequest
+from node_agent.runnet import HolderNeeds
 from orchestrator.analysis.flows import analyse_capture
 from orchestrator.analysis.pcap import read_capture
+from orchestrator.catalogue.manifest import parse_manifest
 from orchestrator.timeseries.schema import RunContext, bundle_points
 from testbed_common.bundle import build_bundle, inspect_bundle
 from testbed_common.states import RunState
@@ -277,6 +280,14 @@ def test_missing_image(testbed: Rig, tmp_path: Path) -> None:
         "image testbed/does-not-exist:0 not present on node and could not be pulled: "
     )
     assert (tmp_path / "run" / "meta" / "run.json").exists()
+    # Its hooks' documents too: the capture says why there is none.
+    assert (tmp_path / "run" / "meta" / "capture.json").exists()
+
+
+def _create(engine: DockerEngine, spec: RunSpec) -> Any:
+    """The run's holder (the node's namespace shared) and its experiment container."""
+    holder = engine.create_holder(spec, HolderNeeds(f"container:{spec.netns_container}"))
+    return engine.create(spec, holder)
 
 
 def test_kill_says_whether_the_container_was_still_running(testbed: Rig) -> None:
@@ -284,16 +295,16 @@ def test_kill_says_whether_the_container_was_still_running(testbed: Rig) -> None
     just exited is not "lost track of it" (the engine answers 409), it ended."""
     engine = DockerEngine(testbed.client, node_id=NODE_ID)
     try:
-        running = engine.create(_spec(testbed, duration_s=60))
+        running = _create(engine, _spec(testbed, duration_s=60))
         testbed.client.containers.get(running).start()
         assert engine.kill(running) is True
-        ended = engine.create(_spec(testbed))
+        ended = _create(engine, _spec(testbed))
         container = testbed.client.containers.get(ended)
         container.start()
         container.kill()
         container.wait(timeout=30)
         assert engine.kill(ended) is False
-        assert engine.wait(ended, timeout_s=5) != 0  # its exit code still reads
+        assert engine.wait(ended, timeout_s=5).exit_code != 0  # its exit code still reads
     finally:
         engine.remove_leftovers()
 
@@ -303,8 +314,14 @@ def test_leftover_containers_are_removed(testbed: Rig) -> None:
         SERVER_IMAGE, name=f"tbtest-leftover-{SUFFIX}",
         labels={LABEL_NODE: NODE_ID, LABEL_RUN: "tbtest-old-run"}, entrypoint=["true"],
     )
+    # A run's bounded volumes, left by a life that died mid-run, go too.
+    volume = testbed.client.volumes.create(
+        f"tbtest-leftover-{SUFFIX}-results", driver="local",
+        labels={LABEL_NODE: NODE_ID, LABEL_RUN: "tbtest-old-run"},
+        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": "size=1m"})
     assert testbed.runner.remove_leftovers() == ["tbtest-old-run"]
     assert not _leftovers(testbed, "tbtest-old-run")
+    assert not testbed.client.volumes.list(filters={"name": volume.name})
 
 
 def test_a_run_carries_its_nodes_compose_project(testbed: Rig) -> None:
@@ -315,8 +332,8 @@ def test_a_run_carries_its_nodes_compose_project(testbed: Rig) -> None:
         entrypoint=["sleep", "infinity"], labels={"com.docker.compose.project": project})
     engine = DockerEngine(testbed.client, node_id=NODE_ID)
     try:
-        labelled = engine.create(replace(_spec(testbed), netns_container=node.name))
-        plain = engine.create(_spec(testbed))  # the rig's node: no compose project
+        labelled = _create(engine, replace(_spec(testbed), netns_container=node.name))
+        plain = _create(engine, _spec(testbed))  # the rig's node: no compose project
         labels = [testbed.client.containers.get(c).labels for c in (labelled, plain)]
         assert labels[0][LABEL_PROJECT] == project and labels[0][LABEL_NODE] == NODE_ID
         assert LABEL_PROJECT not in labels[1] and labels[1][LABEL_NODE] == NODE_ID
@@ -454,3 +471,45 @@ def test_kernel_quota_backstop_holds_the_reservation(testbed: Rig, tmp_path: Pat
         capture_output=True, text=True, check=True).stdout
     assert quota_name(spec.run_id) not in listing, listing
     assert not _leftovers(testbed, spec.run_id)
+
+
+#: Each experiment of experiments/ with short parameters: every one must work confined
+#: (a read-only root, /tmp and /results bounded, no capability it does not declare).
+CONFINED_RUNS = {
+    "tat": {"duration_s": 2},
+    "abw-tat": {"run_s": 2, "repetitions": 1, "halves": 1, "pause_s": 0},
+    "abw-tat-ditg": {"run_s": 2, "repetitions": 1, "halves": 1, "pause_s": 0,
+                     "tat_tool": "ditg"},
+    "abw-tools": {"methods": ["yaz"], "repetitions": 1, "run_s": 2, "gap_s": 0},
+    "cca-compare": {"repetitions": 1, "bulk_s": 1, "download_bytes": 100000, "gap_s": 0},
+    "goodput-sequence": {"transfers": 7, "size_bytes": 16384, "idle_gap_s": 0},
+    "short-flows": {"long_bytes": 327568, "gap_s": 0},
+}
+
+
+@pytest.mark.parametrize("run", sorted(CONFINED_RUNS))
+def test_every_experiment_runs_confined(testbed: Rig, tmp_path: Path, run: str) -> None:
+    """Each experiment's image, its manifest's resources and capabilities, confined as
+    every run is, against the real measurement server: its run succeeds."""
+    experiment = run.removesuffix("-ditg")
+    manifest = parse_manifest((ROOT / "experiments" / experiment / "experiment.yaml")
+                              .read_text(), source=experiment)
+    if not testbed.client.images.list(name=manifest.image):
+        pytest.fail(f"{manifest.image} is missing: scripts/build-images.sh {experiment}")
+    spec = replace(
+        _spec(testbed, image=manifest.image, slot_s=120),
+        experiment=experiment,
+        parameters=manifest.resolve_parameters(CONFINED_RUNS[run]),
+        limits=run_limits(manifest.resources, manifest.capabilities, RunPolicy()),
+    )
+    outcome = testbed.runner.run(spec, tmp_path / "run", on_running=lambda: None,
+                                 stop=StopRequest())
+    assert outcome.state == RunState.UPLOADING, outcome.reason
+    assert (tmp_path / "run" / "results" / manifest.result.file).exists()
+    assert not _leftovers(testbed, spec.run_id)
+    # What it used of its bounds, beside the hostile rows' figures (docs/security.md).
+    meta = json.loads((tmp_path / "run" / "meta" / "run.json").read_text())
+    figures = ROOT / "build" / "hostile" / "experiments.jsonl"
+    figures.parent.mkdir(parents=True, exist_ok=True)
+    with figures.open("a") as f:
+        f.write(json.dumps({"run": run, "confinement": meta["confinement"]}) + "\n")

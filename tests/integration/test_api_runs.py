@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.api.app import create_app
+from orchestrator.catalogue.manifest import parse_manifest
 from orchestrator.services.reaper import reap
+from tests.conftest import REPO
 from tests.integration.conftest import Api
 
 
@@ -16,6 +18,11 @@ def test_run_goes_from_booking_to_assignment_with_events(api: Api) -> None:
     assert run["parameters"] == {"duration_s": 5, "direction": "uplink", "bin_s": 0.1}
     reply = api.heartbeat(token)
     assert [a.run_id for a in reply.assignments] == [run["id"]]
+    # What the experiment's manifest asks of the node goes with it (the node confines
+    # the run to it, capped by its policy).
+    tat = parse_manifest((REPO / "experiments/tat/experiment.yaml").read_text(), source="tat")
+    assert reply.assignments[0].resources == tat.resources
+    assert reply.assignments[0].capabilities == list(tat.capabilities)
     # the reply is repeated until the node acts on it (a lost reply loses nothing)
     assert [a.run_id for a in api.heartbeat(token).assignments] == [run["id"]]
     for state in ("deploying", "running", "uploading"):

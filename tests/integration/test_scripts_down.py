@@ -91,10 +91,17 @@ def test_only_the_projects_experiment_containers_are_removed(
             "--label", f"testbed.project={name}")
     sleeper(f"{name}-other-orphan", "--label", "testbed.run=r4",
             "--label", f"testbed.project={name}x")
+    # Runs' bounded volumes (results, /tmp, config), labelled as their containers.
+    docker("volume", "create", "--label", "testbed.run=r3", "--label",
+           f"testbed.project={name}", f"{name}-orphan-run-results")
+    docker("volume", "create", "--label", "testbed.run=r4", "--label",
+           f"testbed.project={name}x", f"{name}-other-orphan-results")
     done = down(project)
     assert done.returncode == 0, done.stderr
     assert not exists("container", f"{name}-run")
     assert not exists("container", f"{name}-orphan-run")
+    assert not exists("volume", f"{name}-orphan-run-results")
+    assert exists("volume", f"{name}-other-orphan-results")
     assert exists("container", f"{name}-other-run")
     assert exists("container", f"{name}-other-orphan")
 

@@ -38,7 +38,8 @@ import httpx
 import pytest
 
 from node_agent.config import CaptureConfig
-from node_agent.engine import ContainerId, config_tar
+from node_agent.confinement import BoundsUsage
+from node_agent.engine import ContainerId, Ended, Holder, config_tar
 from node_agent.interfaces import ProcNetDevCounters
 from node_agent.runner import Runner, RunSpec, StopRequest
 from orchestrator.analysis.flows import analyse_capture
@@ -158,9 +159,13 @@ class ProcessEngine:
     def ensure_image(self, image: str) -> str:
         return "sha256:tat"
 
-    def create(self, spec: RunSpec) -> ContainerId:
+    def create_holder(self, spec: RunSpec, needs: Any) -> Holder:
+        return Holder(ContainerId("h"), pid=1, sandbox_key=None)
+
+    def create(self, spec: RunSpec, holder: Holder) -> ContainerId:
         with tarfile.open(fileobj=io.BytesIO(config_tar(spec.config_json()))) as tar:
-            tar.extractall(self.work, filter="data")
+            tar.extractall(self.work / "testbed", filter="data")
+        (self.work / "results").mkdir(exist_ok=True)
         self.environment = spec.environment()
         return ContainerId(spec.run_id)
 
@@ -187,11 +192,17 @@ class ProcessEngine:
             self.proc.kill()
         return True
 
-    def wait(self, container: ContainerId, *, timeout_s: float) -> int:
+    def wait(self, container: ContainerId, *, timeout_s: float) -> Ended:
         assert self.proc is not None
-        return self.proc.wait(timeout=timeout_s)
+        return Ended(self.proc.wait(timeout=timeout_s))
 
-    def collect(self, container: ContainerId, run_dir: Path) -> str:
+    def usage(self, holder: Holder, container: ContainerId | None) -> BoundsUsage:
+        return BoundsUsage()
+
+    def remove_holder(self, spec: RunSpec) -> None:
+        pass
+
+    def collect(self, container: ContainerId, holder: Holder, run_dir: Path) -> str:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         for name in ("stdout", "stderr"):
             (run_dir / "logs" / f"{name}.txt").write_bytes((self.work / name).read_bytes())

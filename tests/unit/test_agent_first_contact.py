@@ -44,7 +44,7 @@ def test_registration_is_retried_within_a_second_or_so_and_quietly(
         waits.append(seconds)
         return True
     a._sleep = sleep  # type: ignore[method-assign]
-    with caplog.at_level(logging.INFO, logger="node_agent.agent"):
+    with caplog.at_level(logging.INFO, logger="node_agent"):
         assert a._register()
     assert orchestrator.calls == 9
     # eight tries within about five seconds: the node registers within about a second

@@ -131,26 +131,21 @@ def test_damaged_state_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_the_agent_bundles_the_modem_samples_of_the_run(tmp_path: Path) -> None:
     import tarfile
-    from collections.abc import Callable
 
     from node_agent.agent import Agent
-    from node_agent.runner import RunOutcome, StopRequest
-    from testbed_common.states import RunState
+    from node_agent.engine import ContainerId
+    from node_agent.runner import Runner, StopRequest
     from testbed_common.wire import Assignment
+    from tests.unit.test_session_end import EndingEngine, Still
 
     now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     state_file = tmp_path / "op0.json"
     write(state_file, state(7, 0))
 
-    class HandoverRunner:  # the Docker runner's stand-in: a handover while it runs
-        def run(self, spec: Any, run_dir: Path, *, on_running: Callable[[], None],
-                stop: StopRequest) -> RunOutcome:
-            on_running()
+    class HandoverEngine(EndingEngine):  # the container: a handover while it runs
+        def start(self, container: ContainerId) -> None:
             write(state_file, state(8, 1, t_ms=1763776005000))
-            (run_dir / "meta").mkdir(parents=True, exist_ok=True)
-            (run_dir / "meta" / "run.json").write_text("{}")
-            return RunOutcome(RunState.UPLOADING, "finished", exit_code=0,
-                              started_at=now, ended_at=now)
+            self.ended.set()
 
     config = parse_config({
         "node_id": "se-01", "orchestrator_url": "http://o:8080",
@@ -160,7 +155,9 @@ def test_the_agent_bundles_the_modem_samples_of_the_run(tmp_path: Path) -> None:
                         "metadata": {"linkem_state": str(tmp_path / "{interface}.json")}}],
     }, {"TESTBED_NODE_TOKEN": "tok"})
     sampler = MetadataSampler(readers_from_config(config))
-    a = Agent(config, client=None, runner=HandoverRunner(),  # type: ignore[arg-type]
+    runner = Runner(HandoverEngine(after_s=0), counters=Still(), interfaces=["op0"],
+                    clock=lambda: now, metadata=sampler)
+    a = Agent(config, client=None, runner=runner,  # type: ignore[arg-type]
               counters=None, clock=lambda: now, metadata=sampler)  # type: ignore[arg-type]
     a.execute(Assignment(run_id="r-1", experiment="tat", image="i", parameters={},
                          interface="op0", not_before=now,

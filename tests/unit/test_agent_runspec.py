@@ -62,11 +62,12 @@ def test_unknown_interface_is_a_named_refusal() -> None:
                    interface_address=None)
 
 
-def test_config_tar_is_read_only_config_and_writable_results() -> None:
+def test_config_tar_is_a_read_only_config() -> None:
+    """Written into the run's config volume, which the experiment mounts read-only."""
     spec = build_spec(ASSIGNMENT, CONFIG, interface_address=None)
     with tarfile.open(fileobj=io.BytesIO(config_tar(spec.config_json()))) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert members["testbed/config.json"].mode == 0o444
-        assert members["results"].isdir() and members["results"].mode == 0o777
-        handle = tar.extractfile("testbed/config.json")
+        assert list(members) == ["config.json"]
+        assert members["config.json"].mode == 0o444
+        handle = tar.extractfile("config.json")
         assert handle is not None and json.load(handle)["run_id"] == "r-1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,22 @@ def test_malformed_manifest_names_the_problem(mutation: tuple[str, str], needle:
 def test_not_yaml() -> None:
     with pytest.raises(ManifestError, match="not valid YAML"):
         parse_manifest("name: [unclosed", source="x.yaml")
+
+
+def test_resources_and_capabilities_are_read() -> None:
+    m = parse_manifest(GOOD + "resources: {memory_mb: 128, results_mb: 16}\n"
+                       "capabilities: [NET_RAW]\n", source="demo.yaml")
+    assert m.resources.memory_mb == 128 and m.resources.results_mb == 16
+    assert m.resources.pids is None  # the node's default
+    assert m.capabilities == ("NET_RAW",)
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    ("capabilities: [NET_ADMIN]\n", "['NET_ADMIN'] cannot be granted to a run"),
+    ("capabilities: [SYS_ADMIN, NET_RAW]\n", "['SYS_ADMIN'] cannot be granted to a run"),
+    ("resources: {memory_mb: 1}\n", "resources.memory_mb"),
+    ("resources: {swap_mb: 10}\n", "resources.swap_mb"),
+])
+def test_what_a_run_cannot_have_is_refused_at_load(extra: str, needle: str) -> None:
+    with pytest.raises(ManifestError, match=re.escape(needle)):
+        parse_manifest(GOOD + extra, source="demo.yaml")

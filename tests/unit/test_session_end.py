@@ -8,7 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from node_agent.engine import ContainerId
+from node_agent.engine import ContainerId, Holder
+from node_agent.hooks import RunHook
 from node_agent.interfaces import Counters
 from node_agent.runner import RunOutcome
 from node_agent.session import RunSession, StopRequest
@@ -44,7 +45,7 @@ class EndingEngine(FillingEngine):
         self.ended.set()
         return True
 
-    def collect(self, container: ContainerId, run_dir: Path) -> str:
+    def collect(self, container: ContainerId, holder: Holder, run_dir: Path) -> str:
         return ""
 
 
@@ -100,7 +101,7 @@ def test_a_stop_that_crosses_the_experiments_own_end_keeps_its_results(
     assert outcome.exit_code == 0
 
 
-class MeetingSidecar:
+class MeetingSidecar(RunHook):
     """A sidecar whose prestart returns only once every other one's has begun (each
     capture waits for its own tcpdump to listen): started one after the other, the
     first would wait for the second forever, and the barrier breaks."""
@@ -118,11 +119,6 @@ class MeetingSidecar:
             pass
         self.done_at = time.monotonic()
 
-    def exited(self) -> None:
-        pass
-
-    def finish(self, run_dir: Path) -> None:
-        pass
 
 
 class StartNotingEngine(EndingEngine):
@@ -141,7 +137,7 @@ def test_the_sidecars_start_together_and_the_container_after_both(tmp_path: Path
     sidecars = [MeetingSidecar(barrier), MeetingSidecar(barrier)]
     engine = StartNotingEngine(after_s=0)
     outcome = RunSession(spec, tmp_path / "run", engine=engine, counters=Still(),
-                         interfaces=["op0"], sidecars=sidecars,
+                         interfaces=["op0"], hooks=sidecars,
                          meter_interval_s=METER_INTERVAL_S,
                          clock=lambda: NOW).run(on_running=lambda: None, stop=StopRequest())
     assert outcome.state == RunState.UPLOADING, outcome.reason
