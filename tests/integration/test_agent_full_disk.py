@@ -21,10 +21,7 @@ import pytest
 
 from node_agent.agent import Agent
 from node_agent.config import parse_config
-from node_agent.confinement import BoundsUsage
-from node_agent.engine import ContainerId, Ended, Holder
 from node_agent.interfaces import Counters
-from node_agent.rundir import agent_note
 from node_agent.runner import RunOutcome, StopRequest
 from node_agent.sender import flush_outbox
 from node_agent.session import RunSession
@@ -32,6 +29,7 @@ from node_agent.spec import build_spec
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment
 from tests.conftest import require_root, require_tools
+from tests.engines import FillingEngine
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -188,53 +186,6 @@ def test_a_bundle_that_does_not_fit_fails_the_run_and_keeps_the_results(
     kept = small_disk / "work" / "r-big" / "results" / "capture.bin"
     assert kept.stat().st_size == int(2.5 * 2**20)  # nothing lost
     assert a.spool.pending() == [] and not list((small_disk / "spool").glob("r-big*"))
-
-
-class FillingEngine:
-    """A container engine stand-in whose experiment's results are larger than the
-    disk: copying them out fills it (the session and the disk are real)."""
-
-    def remove_leftovers(self) -> list[str]:
-        return []
-
-    def ensure_image(self, image: str) -> str:
-        return "sha256:exp"
-
-    def create_holder(self, spec: Any, needs: Any) -> Holder:
-        return Holder(ContainerId("h"), pid=1, sandbox_key=None)
-
-    def create(self, spec: Any, holder: Holder) -> ContainerId:
-        return ContainerId("c")
-
-    def start(self, container: ContainerId) -> None: ...
-
-    def running(self, container: ContainerId) -> bool:
-        return False
-
-    def await_end(self, container: ContainerId, *, within_s: float) -> None: ...
-
-    def kill(self, container: ContainerId) -> bool:
-        return True
-
-    def wait(self, container: ContainerId, *, timeout_s: float) -> Ended:
-        return Ended(0)
-
-    def usage(self, holder: Holder, container: ContainerId | None) -> BoundsUsage:
-        return BoundsUsage()
-
-    def remove_holder(self, spec: Any) -> None: ...
-
-    def collect(self, container: ContainerId, holder: Holder, run_dir: Path) -> str:
-        (run_dir / "results").mkdir(parents=True, exist_ok=True)
-        try:  # as the Docker engine: a copy that fails is noted, not raised
-            with (run_dir / "results" / "big.bin").open("wb") as f:
-                while True:
-                    f.write(os.urandom(65536))
-        except OSError as e:
-            agent_note(run_dir, f"cannot copy /results out of the container: {e}")
-        return ""
-
-    def remove(self, container: ContainerId) -> None: ...
 
 
 class Moving:

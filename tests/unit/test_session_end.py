@@ -15,7 +15,7 @@ from node_agent.runner import RunOutcome
 from node_agent.session import RunSession, StopRequest
 from node_agent.spec import build_spec
 from testbed_common.states import RunState
-from tests.integration.test_agent_full_disk import FillingEngine
+from tests.engines import FillingEngine
 from tests.unit.test_agent_measured_bytes import NOW, agent, assignment
 
 #: Far longer than the container runs: a session that waited out the interval would

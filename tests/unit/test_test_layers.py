@@ -1,0 +1,33 @@
+"""Unit tests stand alone: they import nothing from the integration or end-to-end layers
+(whose modules start servers, containers and namespaces at import or in fixtures).
+Stand-ins that several layers share live beside tests/conftest.py (tests/engines.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+UNIT = Path(__file__).parent
+OTHER_LAYERS = ("tests.integration", "tests.e2e")
+
+
+def _imported(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
+def test_no_unit_test_imports_another_layers_modules() -> None:
+    offenders = {
+        str(path.relative_to(UNIT)): name
+        for path in sorted(UNIT.rglob("*.py"))
+        for name in _imported(path)
+        if name.startswith(OTHER_LAYERS)
+    }
+    assert offenders == {}, (
+        f"unit tests import from another test layer: {offenders}; move the shared "
+        "stand-in beside tests/conftest.py")
