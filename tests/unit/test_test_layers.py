@@ -1,5 +1,5 @@
-"""Unit tests stand alone: they import nothing from the integration or end-to-end layers
-(whose modules start servers, containers and namespaces at import or in fixtures).
+"""Unit tests stand alone: they import nothing from the integration layer (whose modules
+start servers, containers and namespaces in their fixtures), its stand-ins included.
 Stand-ins that several layers share live beside tests/conftest.py (tests/engines.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 UNIT = Path(__file__).parent
-OTHER_LAYERS = ("tests.integration", "tests.e2e")
+OTHER_LAYERS = ("tests.integration",)
 
 
 def _imported(path: Path) -> list[str]:
@@ -21,7 +21,7 @@ def _imported(path: Path) -> list[str]:
     return names
 
 
-def test_no_unit_test_imports_another_layers_modules() -> None:
+def test_no_unit_test_imports_the_integration_layer() -> None:
     offenders = {
         str(path.relative_to(UNIT)): name
         for path in sorted(UNIT.rglob("*.py"))
@@ -29,5 +29,5 @@ def test_no_unit_test_imports_another_layers_modules() -> None:
         if name.startswith(OTHER_LAYERS)
     }
     assert offenders == {}, (
-        f"unit tests import from another test layer: {offenders}; move the shared "
+        f"unit tests import from the integration layer: {offenders}; move the shared "
         "stand-in beside tests/conftest.py")
