@@ -25,6 +25,7 @@ import re
 import tarfile
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NewType, Protocol
 
@@ -33,7 +34,9 @@ import docker.errors
 import requests
 
 from node_agent.errors import RunnerError
+from node_agent.holder import DockerHolder
 from node_agent.rundir import agent_note
+from node_agent.runnet import ConfinedNetwork
 from node_agent.skew import experiment_env
 from node_agent.spec import RESULTS_PATH, RunSpec
 from testbed_common.bundle import BundleError, safe_extract
@@ -138,14 +141,24 @@ class DockerEngine:
     """:class:`ContainerEngine` with the local Docker engine (the Docker SDK).
 
     ``node_id`` labels every container, so that the next agent life finds what this
-    one left; ``net_raw``: experiments get CAP_NET_RAW (ping, traceroute)."""
+    one left; ``net_raw``: experiments get CAP_NET_RAW (ping, traceroute);
+    ``network``: a confined run network (:class:`~node_agent.runnet.ConfinedNetwork`),
+    whose holder container (``holder``) owns the run's namespace and which the
+    experiment joins; None: the experiment joins the node's namespace, as always."""
 
     def __init__(self, client: docker.DockerClient, *, node_id: str,
-                 net_raw: bool = True) -> None:
+                 net_raw: bool = True, network: ConfinedNetwork | None = None,
+                 holder: DockerHolder | None = None) -> None:
         self.docker = client
         self.node_id = node_id
         self.net_raw = net_raw
+        self.network = network
+        self.holder = holder
+        if (network is None) != (holder is None):
+            raise ValueError("a confined network and its holder go together")
         self._projects: dict[str, str | None] = {}
+        #: Run id of each experiment container that has a holder and a network.
+        self._confined: dict[str, str] = {}
 
     def _project(self, netns_container: str) -> str | None:
         """The compose project of the container whose network namespace runs share, or
@@ -160,6 +173,8 @@ class DockerEngine:
         return self._projects[netns_container]
 
     def remove_leftovers(self) -> list[str]:
+        if self.network is not None:
+            self.network.clear()
         removed = []
         try:
             for c in self.docker.containers.list(
@@ -186,26 +201,55 @@ class DockerEngine:
                 f"image {image} not present on node and could not be pulled: {e}"
             ) from e
 
+    def _confine(self, spec: RunSpec, name: str) -> tuple[str, RunSpec]:
+        """The run's holder started and its network attached: the experiment's network
+        mode, and its spec as the experiment sees it (its address inside the run's
+        namespace, the metadata endpoint it reaches)."""
+        assert self.network is not None and self.holder is not None
+        booked = [spec.interface]
+        labels = run_labels(spec.run_id, self.node_id, self._project(spec.netns_container))
+        holder, pid, sandbox = self.holder.start(
+            spec.run_id, self.network.holder_needs(spec.run_id, booked), labels=labels)
+        self._confined[name] = spec.run_id
+        view = self.network.attach(spec.run_id, holder_pid=pid, sandbox_key=sandbox,
+                                   booked=booked)
+        return f"container:{holder}", replace(
+            spec, interface_address=view.addresses.get(spec.interface),
+            metadata_url=view.metadata_url)
+
     def create(self, spec: RunSpec) -> ContainerId:
         name = container_name(spec.run_id)
         try:
             with contextlib.suppress(docker.errors.NotFound):
                 self.docker.containers.get(name).remove(force=True)
+            network_mode, seen = f"container:{spec.netns_container}", spec
+            if self.network is not None:
+                network_mode, seen = self._confine(spec, name)
             container = self.docker.containers.create(
                 spec.image,
                 name=name,
                 labels=run_labels(spec.run_id, self.node_id,
                                   self._project(spec.netns_container)),
-                network_mode=f"container:{spec.netns_container}",
+                network_mode=network_mode,
                 # A node on an emulated wrong clock gives its experiments the same.
-                environment={**spec.environment(), **experiment_env(os.environ)},
+                environment={**seen.environment(), **experiment_env(os.environ)},
                 cap_add=["NET_RAW"] if self.net_raw else None,
                 detach=True,
             )
-            container.put_archive("/", config_tar(spec.config_json()))
+            container.put_archive("/", config_tar(seen.config_json()))
         except docker.errors.DockerException as e:
+            self._unconfine(ContainerId(name))
             raise RunnerError(f"node could not create the experiment container: {e}") from e
+        except RunnerError:
+            self._unconfine(ContainerId(name))
+            raise
         return ContainerId(name)
+
+    def _unconfine(self, container: ContainerId) -> None:
+        run_id = self._confined.pop(container, None)
+        if run_id is not None and self.network is not None and self.holder is not None:
+            self.network.detach(run_id)
+            self.holder.remove(run_id)
 
     def _get(self, container: ContainerId) -> Any:
         return self.docker.containers.get(container)
@@ -300,6 +344,7 @@ class DockerEngine:
             self._get(container).remove(force=True)
         except docker.errors.DockerException as e:
             log.warning("cannot remove container %s: %s", container, e)
+        self._unconfine(container)
 
 
 def _lost(e: Exception) -> RunnerError:

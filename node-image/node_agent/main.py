@@ -18,11 +18,18 @@ from node_agent.backstop import NftBackstop
 from node_agent.client import OrchestratorClient
 from node_agent.config import AgentConfig, load_config
 from node_agent.errors import AgentError
-from node_agent.interfaces import CounterSource, ProcNetDevCounters, SysfsCounters
+from node_agent.holder import DockerHolder
+from node_agent.interfaces import (
+    CounterSource,
+    ProcNetDevCounters,
+    SysfsCounters,
+    interface_address,
+)
 from node_agent.metadata.sampler import MetadataSampler, gps_from_config, readers_from_config
 from node_agent.metadata.server import MetadataServer
 from node_agent.metadata.system import SystemReader
 from node_agent.runner import DockerRunner
+from node_agent.runnet import ConfinedNetwork, confined_from_config
 from node_agent.skew import restart_skewed_if_armed
 
 log = logging.getLogger("node_agent")
@@ -49,6 +56,21 @@ def _netns_pid(config: AgentConfig, client: docker.DockerClient) -> Callable[[],
     return lambda: int(client.api.inspect_container(config.netns_container)["State"]["Pid"])
 
 
+def _run_network(config: AgentConfig, client: docker.DockerClient,
+                 server: MetadataServer | None,
+                 ) -> tuple[ConfinedNetwork | None, DockerHolder | None]:
+    """Each run's network namespace of its own (``run_network.mode: confined``), with
+    the metadata endpoint on its gateway; None: runs share the node's."""
+    if config.run_network.mode != "confined":
+        return None, None
+    network = confined_from_config(
+        config, metadata_listen=server.listen_also if server is not None else None,
+        address_of=lambda name: interface_address(config, name))
+    holder = DockerHolder(client, node_container=config.netns_container,
+                          image=config.run_network.holder_image)
+    return network, holder
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=os.environ.get("TESTBED_AGENT_LOG_LEVEL", "INFO").upper(),
@@ -70,18 +92,6 @@ def main(argv: list[str] | None = None) -> None:
     client = OrchestratorClient(
         config.orchestrator_url, config.token, timeout_s=config.request_timeout_s
     )
-    runner = DockerRunner(
-        dock,
-        counters=counters,
-        node_id=config.node_id,
-        interfaces=[i.name for i in config.interfaces],
-        meter_interval_s=config.meter_interval_s,
-        net_raw=config.experiment_net_raw,
-        capture=config.capture,
-        capture_netns_pid=_netns_pid(config, dock),
-        backstop=(NftBackstop(netns_pid=_netns_pid(config, dock))
-                  if config.quota_backstop else None),
-    )
     metadata = MetadataSampler(readers_from_config(config), gps_from_config(config),
                                system=SystemReader(config.state_dir),
                                interval_s=config.metadata_interval_s)
@@ -94,6 +104,21 @@ def main(argv: list[str] | None = None) -> None:
         except OSError as e:  # measuring matters more than serving metadata
             log.error("cannot serve live metadata on 127.0.0.1:%d: %s",
                       config.metadata_port, e)
+    network, holder = _run_network(config, dock, server)
+    runner = DockerRunner(
+        dock,
+        counters=counters,
+        node_id=config.node_id,
+        interfaces=[i.name for i in config.interfaces],
+        meter_interval_s=config.meter_interval_s,
+        net_raw=config.experiment_net_raw,
+        capture=config.capture,
+        capture_netns_pid=_netns_pid(config, dock),
+        backstop=(NftBackstop(netns_pid=_netns_pid(config, dock))
+                  if config.quota_backstop else None),
+        network=network,
+        holder=holder,
+    )
     agent = Agent(config, client=client, runner=runner, counters=counters,
                   metadata=metadata)
 

@@ -24,9 +24,11 @@ import httpx
 from node_agent.backstop import BackstopError, NftBackstop
 from node_agent.config import CaptureConfig
 from node_agent.engine import LABEL_NODE, LABEL_RUN, ContainerEngine, DockerEngine
+from node_agent.holder import DockerHolder
 from node_agent.interfaces import CounterSource
 from node_agent.quota import RunQuota
 from node_agent.rundir import RunOutcome
+from node_agent.runnet import ConfinedNetwork
 from node_agent.session import RunSession, StopRequest
 from node_agent.sidecars import NodeCapture, ServerSideCapture
 from node_agent.spec import RunSpec, build_spec, utcnow
@@ -107,7 +109,8 @@ class Runner:
 
 class DockerRunner(Runner):
     """A :class:`Runner` on the local Docker engine. ``node_id`` labels the run
-    containers; ``net_raw``: experiments get CAP_NET_RAW."""
+    containers; ``net_raw``: experiments get CAP_NET_RAW; ``network`` and ``holder``:
+    each run in a network namespace of its own (None: the node's)."""
 
     def __init__(
         self,
@@ -123,9 +126,12 @@ class DockerRunner(Runner):
         capture_netns_pid: Callable[[], int] | None = None,
         backstop: NftBackstop | None = None,
         server_capture_transport: httpx.BaseTransport | None = None,
+        network: ConfinedNetwork | None = None,
+        holder: DockerHolder | None = None,
     ) -> None:
         super().__init__(
-            DockerEngine(client, node_id=node_id, net_raw=net_raw), counters=counters,
+            DockerEngine(client, node_id=node_id, net_raw=net_raw, network=network,
+                         holder=holder), counters=counters,
             interfaces=interfaces, meter_interval_s=meter_interval_s, clock=clock,
             capture=capture, capture_netns_pid=capture_netns_pid, backstop=backstop,
             server_capture_transport=server_capture_transport,

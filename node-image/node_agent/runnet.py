@@ -31,10 +31,18 @@ its packets leave by the SIM's interface with the SIM's address, as the node's o
 How the agent reaches the holder's namespace with the least privilege: it creates each
 veth pair in its own (the node's) namespace with the run's end born in the holder's
 (``ip link add tbrun0 type veth peer name op0 netns <handle>``), which needs only
-CAP_NET_ADMIN and a handle on that namespace: ``/proc/<holder pid>/ns/net`` when the
-agent sees the holder's pid (the compose fleet's node containers and the Ansible agent
-run with the host's pid namespace), or the engine's sandbox file (``sandbox_key``) when
-the engine's netns folder is bind-mounted into the agent with ``rslave`` propagation.
+CAP_NET_ADMIN and a handle on that namespace: ``/proc/<pid>/ns/net`` of the holder's
+process. The agent runs in a container with a pid namespace of its own (the compose
+fleet's node containers, the Ansible agent), where the engine's pid of the holder means
+nothing; so the holder is started in the agent's container's pid namespace
+(``pid_mode="container:<node>"``: :attr:`HolderNeeds.pid_mode`), and the agent finds its
+process there by its command line (``testbed-holder <run id>``). The agent gains no
+sight of the host's processes (no ``pid: host``); the holder sees the node's, and holds
+nothing but NET_ADMIN in its own network namespace; the experiment, which joins only the
+holder's network namespace, sees neither. Where the agent does share the engine's pid
+namespace (tests, an agent on the host), the engine's pid is used as it is; where the
+engine's netns folder is bind-mounted into the agent with ``rslave`` propagation
+(``netns_dir``), the engine's sandbox file (``sandbox_key``) is the handle.
 Configuring inside the run's namespace would need setns (CAP_SYS_ADMIN); instead the
 holder configures itself: its command (:func:`holder_script`, ``ip`` and ``sh`` only)
 waits for the veth ends to arrive, brings them up with their routes and, last, their
@@ -51,7 +59,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import os
 import re
 import shlex
 import socket
@@ -62,7 +69,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
+from node_agent.config import AgentConfig
 from node_agent.errors import RunnerError
 
 log = logging.getLogger(__name__)
@@ -80,6 +89,8 @@ RUN_TABLE_BASE = 7100
 #: nftables tables: one per run, named ``testbed_run_<run>``; removed at detach, and
 #: every one of them when the agent starts.
 TABLE_PREFIX = "testbed_run_"
+#: The holder's command line ends ``testbed-holder <run id>``: how the agent finds it.
+HOLDER_MARK = "testbed-holder"
 #: Always denied to a run, whatever the configuration: link-local, where cloud
 #: metadata services answer (169.254.169.254).
 ALWAYS_DENIED = ("169.254.0.0/16",)
@@ -96,6 +107,10 @@ class HolderNeeds:
     #: None: the holder only sleeps (the holder's default).
     command: tuple[str, ...] | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: "container:<node>": the holder's process in the node's pid namespace, where the
+    #: agent sees it (and its network namespace) without the host's pid namespace.
+    #: None: the engine's default (a pid namespace of its own).
+    pid_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -285,6 +300,29 @@ def nft_script(run_id: str, links: Sequence[RunLink], paths: Mapping[str, SimPat
     )
 
 
+def holder_argv_matches(cmdline: bytes, run_id: str) -> bool:
+    """``/proc/<pid>/cmdline`` is the holder's of ``run_id`` (pure): ``sh -c SCRIPT
+    testbed-holder RUN``."""
+    argv = cmdline.split(b"\0")
+    return len(argv) >= 5 and argv[3:5] == [HOLDER_MARK.encode(), run_id.encode()]
+
+
+def is_holder(proc: Path, pid: int, run_id: str) -> bool:
+    try:
+        return holder_argv_matches((proc / str(pid) / "cmdline").read_bytes(), run_id)
+    except OSError:
+        return False
+
+
+def holder_pids(proc: Path, run_id: str) -> list[int]:
+    """The pids of ``run_id``'s holder in the pid namespace ``proc`` shows."""
+    pids = []
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and is_holder(proc, int(entry.name), run_id):
+            pids.append(int(entry.name))
+    return pids
+
+
 def parse_route(text: str) -> tuple[str, str | None]:
     """``ip -j route get`` output as (device, gateway) (pure)."""
     try:
@@ -325,13 +363,16 @@ class ConfinedNetwork:
     served on each run's gateway address; ``netns_dir``: where the engine's sandbox
     files are visible to the agent (used when the holder's pid is not);
     ``node_netns``: run ``ip``/``nft`` and the readiness probe in that namespace (a path to a
-    namespace file) rather than the agent's own (tests, tools)."""
+    namespace file) rather than the agent's own (tests, tools); ``pid_container``: the
+    container whose pid namespace the holder joins (the agent's own; None: the holder's
+    pid as the engine gives it is one the agent sees)."""
 
     def __init__(self, sims: Sequence[SimRoute], *, denied: Sequence[str] = (),
                  metadata_port: int = 0, metadata_listen: MetadataListen | None = None,
                  netns_dir: Path | None = None, node_netns: str | None = None,
                  ready_timeout_s: float = 10.0, command_timeout_s: float = 10.0,
-                 address_of: Callable[[str], str | None] | None = None) -> None:
+                 address_of: Callable[[str], str | None] | None = None,
+                 pid_container: str | None = None, proc: Path = Path("/proc")) -> None:
         for d in denied:
             try:
                 ipaddress.ip_network(d, strict=False)
@@ -348,19 +389,23 @@ class ConfinedNetwork:
         self.ready_timeout_s = ready_timeout_s
         self.command_timeout_s = command_timeout_s
         self.address_of = address_of
+        self.pid_container = pid_container
+        self.proc = proc
         self._attached: dict[str, tuple[tuple[RunLink, ...], list[Closeable]]] = {}
 
     # the seam ----------------------------------------------------------------------
 
     def holder_needs(self, run_id: str, booked: Sequence[str]) -> HolderNeeds:
         links = plan_links(booked, self.order)
-        return HolderNeeds(network_mode="none", cap_add=("NET_ADMIN",),
-                           command=("sh", "-c", holder_script(links)))
+        return HolderNeeds(
+            network_mode="none", cap_add=("NET_ADMIN",),
+            command=("sh", "-c", holder_script(links), HOLDER_MARK, run_id),
+            pid_mode=f"container:{self.pid_container}" if self.pid_container else None)
 
     def attach(self, run_id: str, *, holder_pid: int, sandbox_key: str | None,
                booked: Sequence[str]) -> RunNetworkView:
         links = plan_links(booked, self.order)
-        handle = self._handle(holder_pid, sandbox_key)
+        handle = self._handle(run_id, holder_pid, sandbox_key)
         listeners: list[Closeable] = []
         self._attached[run_id] = (links, listeners)
         try:
@@ -443,25 +488,25 @@ class ConfinedNetwork:
 
     # helpers -----------------------------------------------------------------------
 
-    def _handle(self, holder_pid: int, sandbox_key: str | None) -> str:
-        """A path to the holder's namespace that the agent can open."""
+    def _handle(self, run_id: str, holder_pid: int, sandbox_key: str | None) -> str:
+        """A path to the holder's namespace that the agent can open: the holder's
+        process as the agent sees it, else the engine's sandbox file."""
         tried = []
-        if holder_pid > 0:
-            proc = f"/proc/{holder_pid}/ns/net"
-            if os.access(proc, os.R_OK):
-                return proc
-            tried.append(proc)
+        for pid in [holder_pid, *holder_pids(self.proc, run_id)]:
+            if pid > 0 and is_holder(self.proc, pid, run_id):
+                return str(self.proc / str(pid) / "ns" / "net")
+        tried.append(f"no process {HOLDER_MARK} {run_id} in {self.proc}")
         if sandbox_key:
             key = Path(sandbox_key)
             path = self.netns_dir / key.name if self.netns_dir is not None else key
             if path.exists():
                 return str(path)
-            tried.append(str(path))
+            tried.append(f"no {path}")
         raise RunnerError(
-            f"cannot reach the run's network namespace (tried {', '.join(tried) or '-'}): "
-            "give the agent the host's pid namespace (pid: host), or bind-mount the "
-            "engine's netns folder into it with rslave propagation and set "
-            "run_network.netns_dir")
+            f"cannot reach the run's network namespace ({'; '.join(tried)}): start the "
+            "holder in the agent's pid namespace (pid_mode container:<agent's container>), "
+            "or bind-mount the engine's netns folder into the agent with rslave "
+            "propagation and set run_network.netns_dir")
 
     def _path(self, name: str) -> SimPath:
         sim = self.sims[name]
@@ -547,3 +592,35 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def denied_hosts(urls: Sequence[str | None]) -> list[str]:
+    """The addresses of the hosts in ``urls`` (the orchestrator, capture services),
+    which no run reaches; a name that does not resolve now is skipped with a warning
+    (the configured denied ranges still hold)."""
+    out: list[str] = []
+    for url in urls:
+        host = urlsplit(url).hostname if url else None
+        if not host:
+            continue
+        try:
+            infos = socket.getaddrinfo(host, None, family=socket.AF_INET)
+        except OSError as e:
+            log.warning("cannot resolve %s to deny it to runs: %s", host, e)
+            continue
+        out += [str(info[4][0]) for info in infos if str(info[4][0]) not in out]
+    return out
+
+
+def confined_from_config(config: AgentConfig, *, metadata_listen: MetadataListen | None,
+                         address_of: Callable[[str], str | None]) -> ConfinedNetwork:
+    """The node's :class:`ConfinedNetwork` from its agent configuration."""
+    net = config.run_network
+    hosts = denied_hosts([config.orchestrator_url,
+                          *(i.server_capture_url for i in config.interfaces)])
+    return ConfinedNetwork(
+        [SimRoute(i.name, i.server_address, i.address) for i in config.interfaces],
+        denied=[*net.denied, *hosts], metadata_port=config.metadata_port,
+        metadata_listen=metadata_listen, netns_dir=net.netns_dir,
+        ready_timeout_s=net.ready_timeout_s, address_of=address_of,
+        pid_container=config.netns_container)

@@ -1,19 +1,14 @@
 """A confined run's network (node_agent.runnet) on a real node: the hostile-experiment
 matrix's rows 7 (sends on a SIM it did not book), 8 (connects to what it must not) and
 9 (spoofs another interface's address), the metadata endpoint, a multi-homed booking,
-the kernel quota on forwarded traffic, and a TAT's rate confined against shared.
+the kernel quota on forwarded traffic, a TAT's rate confined against shared, and the
+agent's own run path with ``run_network: confined``.
 
-Topology (named tbtest-rn-*, removed afterwards), the compose fleet's in small: three
-bridge networks (control 10.231.0.0/24; operators A 10.231.1.0/24 and B
-10.231.2.0/24); a node container from the node image running the fleet's own
-deploy/emulation/node-links.sh (two SIMs, op0 and op1, each behind its linkem with the
-fleet's Telia and Tele2 profiles); a measurement server at .10 on both operator
-networks (iperf3, a TCP answerer, a UDP recorder); and "the rest of the platform" on
-the control network at .4 (stand-ins answering on the orchestrator's, PostgreSQL's and
-InfluxDB's ports) and on operator A at .22 (another node). The test process plays the
-agent: it runs :class:`~node_agent.runnet.ConfinedNetwork` against the node's
-namespace (``node_netns``), starts each run's holder container (network "none", the
-holder's command and NET_ADMIN only: the smallest holder the seam asks for) and an
+The node is the compose fleet's in small (tests/integration/runnet_rig.py: the fleet's
+node-links.sh, two SIMs behind linkem, a server, the platform's stand-ins). The test
+process plays the agent: it runs :class:`~node_agent.runnet.ConfinedNetwork` against the
+node's namespace (``node_netns``), starts each run's holder container (network "none",
+the holder's command and NET_ADMIN only: the smallest holder the seam asks for) and an
 experiment container that joins it with NET_RAW and nothing else, as a hostile
 experiment would be given.
 """
@@ -21,139 +16,51 @@ experiment would be given.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from node_agent.backstop import NftBackstop
-from node_agent.interfaces import Counters, ProcNetDevCounters
+from node_agent.holder import DockerHolder
+from node_agent.runner import LABEL_RUN, DockerRunner, RunSpec, StopRequest
 from node_agent.runnet import (
-    ConfinedNetwork,
-    HolderNeeds,
     RunNetworkView,
     SharedNetwork,
-    SimRoute,
 )
+from testbed_common.states import RunState
+from testbed_common.wire import Operator
 from tests.conftest import REPO, require_docker, require_root, require_tools
+from tests.integration.runnet_rig import (
+    AGENT_PORT,
+    ANSWER_PORT,
+    IMAGE,
+    METADATA_PORT,
+    NODE,
+    OP_B,
+    OTHER_NODE,
+    PLATFORM,
+    PROBE,
+    SERVER,
+    SUFFIX,
+    TAT_IMAGE,
+    UDP_PORT,
+    Node,
+    confined,
+    fleet_node,
+    sh,
+    start_holder,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.netns]
-
-IMAGE = "testbed/node:dev"
-SUFFIX = f"{os.getpid()}-{uuid.uuid4().hex[:4]}"
-NET = "10.231"
-CONTROL, OP_A, OP_B = f"{NET}.0", f"{NET}.1", f"{NET}.2"
-NODE = {"control": f"{CONTROL}.21", "op0": f"{OP_A}.21", "op1": f"{OP_B}.21"}
-SERVER = {"op0": f"{OP_A}.10", "op1": f"{OP_B}.10"}
-PLATFORM = f"{CONTROL}.4"      # orchestrator, PostgreSQL, InfluxDB stand-ins
-OTHER_NODE = f"{OP_A}.22"
-METADATA_PORT = 8765
-AGENT_PORT = 9999              # a stand-in for any other listener of the node's
-ANSWER_PORT = 7000             # TCP: answers "reached <who>"
-UDP_PORT = 7001                # UDP: the server counts what arrives
-#: The answerer of every stand-in: TCP ports answer their name, UDP 7001 counts.
-ANSWERER = r"""
-import socket, sys, threading
-who = sys.argv[1]
-def tcp(port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port)); s.listen(64)
-    while True:
-        c, _ = s.accept(); c.sendall(f"reached {who}:{port}".encode()); c.close()
-def udp():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 7001))
-    while True:
-        data, peer = s.recvfrom(2048)
-        open("/tmp/udp.log", "a").write(f"{peer[0]} {data[:40]!r}\n")
-for p in map(int, sys.argv[2:]):
-    threading.Thread(target=tcp, args=(p,), daemon=True).start()
-udp()
-"""
-#: What a hostile experiment tries, one probe per line of JSON in, one result out.
-PROBE = r"""
-import json, socket, sys, struct
-def tcp(host, port, bind=None, device=None):
-    s = socket.socket(); s.settimeout(2)
-    try:
-        if device: s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode())
-        if bind: s.bind((bind, 0))
-        s.connect((host, port)); return "connected: " + s.recv(100).decode()
-    except OSError as e: return f"refused: {e}"
-    finally: s.close()
-def udp(host, port, count, bind=None):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        if bind: s.bind((bind, 0))
-        for _ in range(count): s.sendto(b"x" * 1000, (host, port))
-        return "sent"
-    except OSError as e: return f"refused: {e}"
-def csum(b):
-    if len(b) % 2: b += b"\0"
-    t = sum(struct.unpack(f"!{len(b)//2}H", b)); t = (t >> 16) + (t & 0xffff); t += t >> 16
-    return ~t & 0xffff
-def spoof(src, dst, port, count):
-    # a raw IPv4/UDP packet with a source address of someone else's (needs NET_RAW)
-    try:
-        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    except OSError as e: return f"refused: {e}"
-    payload = b"spoofed"
-    udp_h = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0)
-    ip_h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp_h) + len(payload), 1, 0, 64,
-                       17, 0, socket.inet_aton(src), socket.inet_aton(dst))
-    ip_h = ip_h[:10] + struct.pack("!H", csum(ip_h)) + ip_h[12:]
-    try:
-        for _ in range(count): s.sendto(ip_h + udp_h + payload, (dst, 0))
-        return "sent"
-    except OSError as e: return f"refused: {e}"
-def http(method, url):
-    import urllib.request
-    req = urllib.request.Request(url, method=method, data=b"{}" if method != "GET" else None)
-    try:
-        with urllib.request.urlopen(req, timeout=3) as r: return f"{r.status} {r.read()[:200]!r}"
-    except urllib.error.HTTPError as e: return f"{e.code} {e.read()[:200]!r}"
-    except OSError as e: return f"refused: {e}"
-for line in sys.stdin:
-    kind, args = json.loads(line)
-    print(json.dumps(globals()[kind](*args)), flush=True)
-"""
-
-
-def sh(*cmd: str, check: bool = True, stdin: str | None = None) -> str:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, input=stdin,
-                          timeout=120, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)}: {proc.returncode}: {proc.stderr[-1500:]}")
-    return proc.stdout
-
-
-def inspect(name: str, fmt: str) -> str:
-    return sh("docker", "inspect", "-f", fmt, name).strip()
-
-
-@dataclass
-class Node:
-    name: str
-    pid: int
-    netns: str
-    server: str
-    counters: ProcNetDevCounters
-
-    def moved(self, before: dict[str, Counters]) -> dict[str, tuple[int, int]]:
-        """(tx, rx) bytes each SIM moved since ``before``."""
-        out = {}
-        for sim, c in before.items():
-            now = self.counters.read(sim)
-            out[sim] = (now.tx_bytes - c.tx_bytes, now.rx_bytes - c.rx_bytes)
-        return out
-
-    def snapshot(self) -> dict[str, Counters]:
-        return {sim: self.counters.read(sim) for sim in ("op0", "op1")}
 
 
 @pytest.fixture(scope="module")
@@ -161,95 +68,8 @@ def node() -> Iterator[Node]:
     require_root("network namespaces and nftables in the node's namespace")
     require_docker("a confined run's network")
     require_tools("nsenter", "ip", "nft")
-    if not sh("docker", "images", "-q", IMAGE).strip():
-        sh(str(REPO / "scripts" / "build-images.sh"), "node")
-    nets = {"control": f"tbtest-rn-ctl-{SUFFIX}", "op0": f"tbtest-rn-a-{SUFFIX}",
-            "op1": f"tbtest-rn-b-{SUFFIX}"}
-    subnets = {"control": CONTROL, "op0": OP_A, "op1": OP_B}
-    names = {k: f"tbtest-rn-{k}-{SUFFIX}" for k in ("node", "server", "platform")}
-    try:
-        for key, net in nets.items():
-            sh("docker", "network", "create", "--subnet", f"{subnets[key]}.0/24",
-               "-o", "com.docker.network.bridge.enable_ip_masquerade=false", net)
-
-        def container(name: str, first: tuple[str, str], more: Sequence[tuple[str, str]],
-                      *args: str) -> None:
-            sh("docker", "create", "--name", name, "--network", first[0], "--ip", first[1],
-               *args)
-            for net, ip in more:
-                sh("docker", "network", "connect", "--ip", ip, net, name)
-            sh("docker", "start", name)
-
-        answer = ["--entrypoint", "python3", IMAGE, "-c", ANSWERER]
-        container(names["server"], (nets["op0"], SERVER["op0"]),
-                  [(nets["op1"], SERVER["op1"])], *answer, "server", str(ANSWER_PORT))
-        sh("docker", "exec", "-d", names["server"], "iperf3", "-s")
-        container(names["platform"], (nets["control"], PLATFORM),
-                  [(nets["op0"], OTHER_NODE)], *answer, "platform",
-                  str(ANSWER_PORT), "8080", "5432", "8086")
-        links = (f"op0={OP_A}.0/24=/profiles/se-telia-fleet.yaml "
-                 f"op1={OP_B}.0/24=/profiles/se-tele2-fleet.yaml")
-        container(
-            names["node"], (nets["control"], NODE["control"]),
-            [(nets["op0"], NODE["op0"]), (nets["op1"], NODE["op1"])],
-            "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-            "--device", "/dev/net/tun:/dev/net/tun", "--tmpfs", "/run/linkem",
-            "--sysctl", "net.ipv4.ip_forward=1",
-            "--sysctl", "net.ipv4.conf.all.rp_filter=0",
-            "--sysctl", "net.ipv4.conf.default.rp_filter=0",
-            "--sysctl", "net.ipv4.conf.default.accept_local=1",
-            "--sysctl", "net.ipv6.conf.all.disable_ipv6=1",
-            "-v", f"{REPO / 'deploy/emulation'}:/emulation:ro",
-            "-v", f"{REPO / 'deploy/profiles'}:/profiles:ro",
-            "-e", f"TESTBED_LINKS={links}",
-            "--entrypoint", "/emulation/node-links.sh", IMAGE, "sleep", "infinity")
-        for _ in range(100):
-            if "present" in sh("docker", "exec", names["node"], "sh", "-c",
-                               "test -s /run/linkem/op1.json && echo present", check=False):
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("node-links.sh did not start both links: "
-                                 + sh("docker", "logs", names["node"], check=False))
-        pid = int(inspect(names["node"], "{{.State.Pid}}"))
-        yield Node(name=names["node"], pid=pid, netns=f"/proc/{pid}/ns/net",
-                   server=names["server"],
-                   counters=ProcNetDevCounters(lambda: pid))
-    finally:
-        for name in names.values():
-            sh("docker", "rm", "-f", name, check=False)
-        for net in nets.values():
-            sh("docker", "network", "rm", net, check=False)
-
-
-class NsMetadata:
-    """The agent's live metadata endpoint on one address of the node's namespace (the
-    agent lives there; this test's process does not, so the server runs in a process
-    that does)."""
-
-    def __init__(self, netns: str, address: str) -> None:
-        code = ("import sys, time\n"
-                "from node_agent.metadata.sampler import MetadataSampler\n"
-                "from node_agent.metadata.server import MetadataServer\n"
-                f"s = MetadataServer(MetadataSampler({{}}), host={address!r}, "
-                f"port={METADATA_PORT}); s.start(); print('up', flush=True)\n"
-                "sys.stdin.read()\n")
-        self.proc = subprocess.Popen(["nsenter", f"--net={netns}", sys.executable, "-c", code],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "up"
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.communicate()
-
-
-def confined(node: Node, **kwargs: Any) -> ConfinedNetwork:
-    return ConfinedNetwork(
-        [SimRoute("op0", SERVER["op0"], NODE["op0"]),
-         SimRoute("op1", SERVER["op1"], NODE["op1"])],
-        denied=[f"{CONTROL}.0/24", OTHER_NODE], metadata_port=METADATA_PORT,
-        metadata_listen=lambda address: NsMetadata(node.netns, address),
-        node_netns=node.netns, **kwargs)
+    with fleet_node() as n:
+        yield n
 
 
 @dataclass
@@ -267,17 +87,6 @@ class Run:
 
     def exec(self, *cmd: str) -> str:
         return sh("docker", "exec", self.experiment, *cmd)
-
-
-def start_holder(name: str, needs: HolderNeeds) -> tuple[int, str]:
-    """The smallest holder the seam asks for: the node image, every capability dropped
-    but those the network asks for, the network's command; returns (pid, sandbox)."""
-    net = (["--network", needs.network_mode] if needs.network_mode else [])
-    caps = [a for c in needs.cap_add for a in ("--cap-add", c)]
-    cmd = list(needs.command or ("sleep", "infinity"))
-    sh("docker", "run", "-d", "--name", name, *net, "--cap-drop", "ALL", *caps,
-       "--security-opt", "no-new-privileges", "--entrypoint", cmd[0], IMAGE, *cmd[1:])
-    return int(inspect(name, "{{.State.Pid}}")), inspect(name, "{{.NetworkSettings.SandboxKey}}")
 
 
 @pytest.fixture
@@ -451,3 +260,46 @@ def test_a_tat_through_the_confined_path_keeps_the_links_rate(node: Node,
     confined_rate = iperf_rate(["docker", "exec", run.experiment], "198.18.0.2")
     assert shared > 8e6, shared
     assert abs(confined_rate - shared) / shared < 0.10, (confined_rate, shared)
+
+
+@pytest.mark.quiet  # asserts a TAT's rate
+def test_the_agent_runs_a_tat_confined(node: Node, tmp_path: Path) -> None:
+    """The agent's own run path with ``run_network: confined``: DockerRunner starts the
+    holder (DockerHolder), attaches the network, runs the real tat experiment in it with
+    the kernel quota armed; the experiment was told its address inside the run, its
+    TAT is the link's, op1 moved nothing, and nothing of the run is left."""
+    client = docker.from_env()
+    if not client.images.list(name=TAT_IMAGE):
+        sh(str(REPO / "scripts" / "build-images.sh"), "tat")
+    network = confined(node)
+    runner = DockerRunner(
+        client, counters=node.counters, node_id=f"tbtest-rn-{SUFFIX}",
+        interfaces=["op0", "op1"], network=network,
+        holder=DockerHolder(client, node_container=node.name, image=IMAGE),
+        backstop=NftBackstop(netns_pid=lambda: node.pid),
+    )
+    spec = RunSpec(
+        run_id=f"tbtest-rn-{uuid.uuid4().hex[:8]}", experiment="tat", image=TAT_IMAGE,
+        node_id=f"tbtest-rn-{SUFFIX}", netns_container=node.name, interface="op0",
+        interface_address=NODE["op0"], operator=Operator(mcc_mnc="240-01", name="Telia"),
+        server_address=SERVER["op0"],
+        parameters={"duration_s": 5, "direction": "uplink", "bin_s": 0.1},
+        deadline=datetime.now(UTC) + timedelta(seconds=60), max_bytes=30_000_000,
+        metadata_url=f"http://127.0.0.1:{METADATA_PORT}")
+    try:
+        outcome = runner.run(spec, tmp_path / "run", on_running=lambda: None,
+                             stop=StopRequest())
+        assert outcome.state == RunState.UPLOADING, outcome.reason
+        iperf = json.loads((tmp_path / "run" / "results" / "iperf3.json").read_text())
+        assert iperf["start"]["connected"][0]["local_host"] == "198.18.0.2"
+        tat = json.loads((tmp_path / "run" / "results" / "tat.json").read_text())
+        assert 8.5e6 < tat["mean_bps"] < 10.2e6, tat["mean_bps"]
+        meta = json.loads((tmp_path / "run" / "meta" / "run.json").read_text())
+        before, after = meta["counters_before"], meta["counters_after"]
+        assert after["op1"]["tx_bytes"] == before["op1"]["tx_bytes"], (before, after)
+        assert outcome.bytes_used >= tat["bytes"]
+        left = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={spec.run_id}"})
+        assert left == []
+        assert "tbrun0" not in sh("nsenter", f"--net={node.netns}", "ip", "-o", "link")
+    finally:
+        client.close()
