@@ -91,6 +91,8 @@ RUN_TABLE_BASE = 7100
 TABLE_PREFIX = "testbed_run_"
 #: The holder's command line ends ``testbed-holder <run id>``: how the agent finds it.
 HOLDER_MARK = "testbed-holder"
+#: How long the agent looks for the holder's process after the engine started it, s.
+HOLDER_LOOKUP_S = 3.0
 #: Always denied to a run, whatever the configuration: link-local, where cloud
 #: metadata services answer (169.254.169.254).
 ALWAYS_DENIED = ("169.254.0.0/16",)
@@ -492,9 +494,17 @@ class ConfinedNetwork:
         """A path to the holder's namespace that the agent can open: the holder's
         process as the agent sees it, else the engine's sandbox file."""
         tried = []
-        for pid in [holder_pid, *holder_pids(self.proc, run_id)]:
-            if pid > 0 and is_holder(self.proc, pid, run_id):
-                return str(self.proc / str(pid) / "ns" / "net")
+        # The engine answers once the holder is started, which can be a moment before
+        # its process has become the holder's command (the runtime's init still
+        # execs it): look again for a while.
+        deadline = time.monotonic() + min(self.ready_timeout_s, HOLDER_LOOKUP_S)
+        while True:
+            for pid in [holder_pid, *holder_pids(self.proc, run_id)]:
+                if pid > 0 and is_holder(self.proc, pid, run_id):
+                    return str(self.proc / str(pid) / "ns" / "net")
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
         tried.append(f"no process {HOLDER_MARK} {run_id} in {self.proc}")
         if sandbox_key:
             key = Path(sandbox_key)
