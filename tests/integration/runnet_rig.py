@@ -41,6 +41,7 @@ OTHER_NODE = f"{OP_A}.22"
 METADATA_PORT = 8765
 AGENT_PORT = 9999              # a stand-in for any other listener of the node's
 ANSWER_PORT = 7000             # TCP: answers "reached <who>"
+QUOTA_IPERF_PORT = 5209
 UDP_PORT = 7001                # UDP: the server counts what arrives
 #: The answerer of every stand-in: TCP ports answer their name, UDP 7001 counts.
 ANSWERER = r"""
@@ -166,7 +167,11 @@ def fleet_node() -> Iterator[Node]:
         answer = ["--entrypoint", "python3", IMAGE, "-c", ANSWERER]
         container(names["server"], (nets["op0"], SERVER["op0"]),
                   [(nets["op1"], SERVER["op1"])], *answer, "server", str(ANSWER_PORT))
-        sh("docker", "exec", "-d", names["server"], "iperf3", "-s")
+        # iperf3 serves one test at a time: a port each for the TATs (5201-5208, as the
+        # measurement server, which tat tries in turn) and one for the quota's test,
+        # whose cut connection leaves its server busy for a while.
+        for port in (*range(5201, 5209), QUOTA_IPERF_PORT):
+            sh("docker", "exec", "-d", names["server"], "iperf3", "-s", "-p", str(port))
         container(names["platform"], (nets["control"], PLATFORM),
                   [(nets["op0"], OTHER_NODE)], *answer, "platform",
                   str(ANSWER_PORT), "8080", "5432", "8086")

@@ -49,6 +49,7 @@ from tests.integration.runnet_rig import (
     OTHER_NODE,
     PLATFORM,
     PROBE,
+    QUOTA_IPERF_PORT,
     SERVER,
     SUFFIX,
     TAT_IMAGE,
@@ -233,7 +234,8 @@ def test_the_kernel_quota_counts_a_confined_run(node: Node, run_on: Any) -> None
     try:
         before = node.snapshot()
         sh("docker", "exec", run.experiment, "timeout", "10", "iperf3", "-c",
-           SERVER["op0"], "-B", "198.18.0.2", "-n", "4M", check=False)
+           SERVER["op0"], "-p", str(QUOTA_IPERF_PORT), "-B", "198.18.0.2", "-n", "4M",
+           check=False)
         state = backstop.state(run_id)
         tx, rx = node.moved(before)["op0"]
     finally:
@@ -245,7 +247,9 @@ def test_the_kernel_quota_counts_a_confined_run(node: Node, run_on: Any) -> None
 
 def iperf_rate(where: list[str], bind: str) -> float:
     out = sh(*where, "iperf3", "-c", SERVER["op0"], "-B", bind, "-t", "6", "-O", "2", "-J")
-    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+    doc = json.loads(out)
+    assert "error" not in doc, doc["error"]
+    return float(doc["end"]["sum_received"]["bits_per_second"])
 
 
 @pytest.mark.quiet
