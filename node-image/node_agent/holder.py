@@ -57,6 +57,8 @@ class DockerHolder:
         options: dict[str, Any] = {}
         if needs.pid_mode:
             options["pid_mode"] = needs.pid_mode
+        if needs.sysctls:
+            options["sysctls"] = dict(needs.sysctls)
         try:
             with contextlib.suppress(docker.errors.NotFound):
                 self.docker.containers.get(name).remove(force=True)

@@ -91,6 +91,15 @@ RUN_TABLE_BASE = 7100
 TABLE_PREFIX = "testbed_run_"
 #: The holder's command line ends ``testbed-holder <run id>``: how the agent finds it.
 HOLDER_MARK = "testbed-holder"
+#: Per-namespace settings a run's namespace takes from the node's: a new namespace
+#: starts from the kernel's defaults, and these shape what a run measures.
+INHERITED_SYSCTLS = (
+    "net.ipv4.tcp_no_metrics_save",   # short-flows: no cached ssthresh or RTT per flow
+    "net.ipv4.tcp_ecn",
+    "net.ipv4.tcp_sack",
+    "net.ipv4.tcp_timestamps",
+    "net.ipv4.tcp_window_scaling",
+)
 #: How long the agent looks for the holder's process after the engine started it, s.
 HOLDER_LOOKUP_S = 3.0
 #: Always denied to a run, whatever the configuration: link-local, where cloud
@@ -113,6 +122,9 @@ class HolderNeeds:
     #: agent sees it (and its network namespace) without the host's pid namespace.
     #: None: the engine's default (a pid namespace of its own).
     pid_mode: str | None = None
+    #: Per-namespace sysctls of the holder's namespace (the engine sets them; /proc/sys
+    #: is read-only inside a container).
+    sysctls: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -393,6 +405,7 @@ class ConfinedNetwork:
         self.address_of = address_of
         self.pid_container = pid_container
         self.proc = proc
+        self._sysctls: dict[str, str] | None = None
         self._attached: dict[str, tuple[tuple[RunLink, ...], list[Closeable]]] = {}
 
     # the seam ----------------------------------------------------------------------
@@ -402,7 +415,21 @@ class ConfinedNetwork:
         return HolderNeeds(
             network_mode="none", cap_add=("NET_ADMIN",),
             command=("sh", "-c", holder_script(links), HOLDER_MARK, run_id),
-            pid_mode=f"container:{self.pid_container}" if self.pid_container else None)
+            pid_mode=f"container:{self.pid_container}" if self.pid_container else None,
+            sysctls=self._node_sysctls())
+
+    def _node_sysctls(self) -> dict[str, str]:
+        """The node's values of :data:`INHERITED_SYSCTLS`, read once: a run measures
+        with the TCP the node was set up with (the fleet's tcp_no_metrics_save)."""
+        if self._sysctls is None:
+            found = {}
+            for key in INHERITED_SYSCTLS:
+                path = "/proc/sys/" + key.replace(".", "/")
+                proc = self._command(["cat", path], check=False)
+                if proc.returncode == 0 and proc.stdout.strip():
+                    found[key] = proc.stdout.strip()
+            self._sysctls = found
+        return dict(self._sysctls)
 
     def attach(self, run_id: str, *, holder_pid: int, sandbox_key: str | None,
                booked: Sequence[str]) -> RunNetworkView:

@@ -187,6 +187,7 @@ def fleet_node() -> Iterator[Node]:
             "--sysctl", "net.ipv4.conf.default.rp_filter=0",
             "--sysctl", "net.ipv4.conf.default.accept_local=1",
             "--sysctl", "net.ipv6.conf.all.disable_ipv6=1",
+            "--sysctl", "net.ipv4.tcp_no_metrics_save=1",   # as the fleet's nodes
             "-v", f"{REPO / 'deploy/emulation'}:/emulation:ro",
             "-v", f"{REPO / 'deploy/profiles'}:/profiles:ro",
             "-e", f"TESTBED_LINKS={links}",
@@ -249,6 +250,7 @@ def start_holder(name: str, needs: HolderNeeds) -> tuple[int, str]:
     """The smallest holder the seam asks for: the node image, every capability dropped
     but those the network asks for, the network's command; returns (pid, sandbox)."""
     net = (["--network", needs.network_mode] if needs.network_mode else [])
+    net += [a for k, v in needs.sysctls.items() for a in ("--sysctl", f"{k}={v}")]
     caps = [a for c in needs.cap_add for a in ("--cap-add", c)]
     cmd = list(needs.command or ("sleep", "infinity"))
     sh("docker", "run", "-d", "--name", name, *net, "--cap-drop", "ALL", *caps,

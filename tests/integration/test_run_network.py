@@ -135,6 +135,8 @@ def test_a_run_sees_its_booked_interface_and_loopback_only(node: Node, run_on: A
     assert run.view.addresses == {"op0": "198.18.0.2"}
     assert run.ask("tcp", SERVER["op0"], ANSWER_PORT, "198.18.0.2") \
         == f"connected: reached server:{ANSWER_PORT}"
+    # it measures with the node's TCP settings (the fleet's: no metrics cached per flow)
+    assert run.exec("cat", "/proc/sys/net/ipv4/tcp_no_metrics_save").strip() == "1"
 
 
 def test_row7_a_run_on_op0_moves_nothing_on_op1(node: Node, run_on: Any) -> None:
