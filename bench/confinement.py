@@ -18,10 +18,10 @@ two, so that the machine's other work falls on both alike.
 
 The bench process itself enters the node's network namespace, as the agent lives
 there: the network's ``ip`` and ``nft`` calls, its readiness probe and the metadata
-listener cost what they cost the agent. Needs root and a Docker engine, and the
-machine's lock with the other heavy work:
+listener cost what they cost the agent. Needs root and a Docker engine, alone on the
+machine (it starts containers and measures rates):
 
-    flock /tmp/testbed-heavy.lock .venv/bin/python bench/confinement.py --rounds 5
+    .venv/bin/python bench/confinement.py --rounds 5
 """
 
 from __future__ import annotations
