@@ -22,6 +22,15 @@
 #   downlink  opN ingress: tc u32 "ip dst A" -> mirred redirect to lkdnI's egress ->
 #             linkem -> written back into lkdnI -> delivered locally to A.
 #
+#   run       a confined run (node-image/node_agent/runnet.py) arrives on its veth
+#             tbrunI, is routed into lkupI too (its own rule and table) with source
+#             NAT to A, and comes back on lkdnI, where conntrack gives it its inner
+#             address back. What re-enters from lkupI is not tracked again (notrack):
+#             its conntrack entry would clash with the first pass's NATed one and the
+#             packet would be dropped. And what re-enters from lkupI leaves by opN
+#             only: a run on op0 that sends to op1's server goes through op0's link
+#             and stops here, never out of op1 (table inet testbed_linkem).
+#
 # The downlink is steered with tc rather than a policy rule before the local table: a
 # rule "iif opN lookup <lkdn table>" also catches the ARP requests for A (ARP asks the
 # routing table whether A is local), so the node would stop answering ARP on opN. tc
@@ -65,6 +74,7 @@ check_sysctls() {
     [ -z "$missing" ] || die "the link emulator needs these sysctls in the node's namespace (compose: sysctls:):$missing"
     [ -c /dev/net/tun ] || die "no /dev/net/tun in the container (compose: devices: [/dev/net/tun:/dev/net/tun])"
     command -v "$LINKEM" >/dev/null || die "no $LINKEM binary in the image (scripts/build-images.sh node)"
+    command -v nft >/dev/null || die "no nft in the image (package nftables)"
 }
 
 shape_tbf() {  # shape_tbf NAME RATE: the old uplink-only fallback
@@ -73,6 +83,16 @@ shape_tbf() {  # shape_tbf NAME RATE: the old uplink-only fallback
     burst=$(awk -v b="$bps" 'BEGIN{x=int(b/8/250); if (x<4096) x=4096; print x}')
     tc qdisc replace dev "$1" root tbf rate "$2" burst "$burst" latency 50ms
     say "$1: uplink $2 (tbf)"
+}
+
+guard_reentry() {  # guard_reentry UPTUN NAME: see "run" above
+    nft add table inet testbed_linkem
+    nft add chain inet testbed_linkem reentry_notrack \
+        '{ type filter hook prerouting priority -300; policy accept; }'
+    nft add chain inet testbed_linkem reentry_leaves \
+        '{ type filter hook forward priority 0; policy accept; }'
+    nft add rule inet testbed_linkem reentry_notrack iifname "$1" notrack
+    nft add rule inet testbed_linkem reentry_leaves iifname "$1" oifname != "$2" drop
 }
 
 supervise() {  # supervise NAME PROFILE UPTUN DNTUN: linkem for ever, restarted on exit
@@ -107,6 +127,7 @@ emulate() {  # emulate INDEX NAME SUBNET PROFILE
     tc qdisc add dev "$name" handle ffff: ingress
     tc filter add dev "$name" parent ffff: protocol ip prio 1 u32 match ip dst "$addr/32" \
         action mirred egress redirect dev "$dn"
+    guard_reentry "$up" "$name"
     supervise "$name" "$profile" "$up" "$dn" &
     # Ready when linkem has published its first state.
     tries=0

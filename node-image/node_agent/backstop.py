@@ -8,10 +8,19 @@ kernel: a named quota of the reservation's size, charged by every packet from an
 the run's interface address in the node's network namespace, drops every packet once
 it is spent. The meter still ends the run (it sees the quota spent and says so).
 
-Rules match the interface *address*, not its name, so that they hold on a real modem
-(packets leave on ``wwan0``) and in the emulated fleet alike (packets from the run's
-address leave through linkem's TUN device before they reach ``opN``). Without an
-address they match the interface name. The quota counts IP bytes (no link-layer
+Rules match the interface *address*, so that they hold on a real modem (packets leave
+on ``wwan0``) and in the emulated fleet alike (packets from the run's address leave
+through linkem's TUN device before they reach ``opN``), and they sit on the prerouting
+and postrouting hooks, which see every packet of the address, the node's own and those
+it forwards: a confined run (:mod:`node_agent.runnet`) has a namespace of its own, and
+its packets cross the node's namespace as forwarded traffic, which the input and output
+hooks never see. Uplink packets are charged after source NAT (priority 300, past
+``srcnat``), where a confined run's packets carry the SIM's address, and only as they
+leave by the SIM's interface: in the emulated fleet they cross the node twice (into
+linkem's TUN device, then out of ``opN``), and only the second is the operator's.
+Downlink packets are charged before destination NAT (priority -150, past conntrack,
+before ``dstnat``), while they still carry the SIM's address. Without an address the
+rules match the interface name. The quota counts IP bytes (no link-layer
 header), so on an Ethernet-like interface the counters can read up to 14 bytes per
 packet more than the quota allowed: the SIM cap's safety margin covers that. It also
 covers what no node can refuse: on a downlink, the packets the sender had already put
@@ -47,6 +56,11 @@ log = logging.getLogger(__name__)
 
 #: One table for every run's quota; removed whole when the agent starts.
 TABLE = "testbed_backstop"
+#: Uplink: after source NAT (``srcnat`` is 100), where a confined run's packets carry
+#: the SIM's address. Downlink: after conntrack (-200), before destination NAT (``dstnat``
+#: is -100) gives a confined run's replies their inner address back.
+OUT_PRIORITY = 300
+IN_PRIORITY = -150
 
 
 class BackstopError(Exception):
@@ -67,11 +81,12 @@ def _quota_lines(run_id: str, *, interface: str, address: str | None, limit_byte
     """The quota's definition, and the two rules that charge it (pure)."""
     if limit_bytes < 0 or used_bytes < 0:
         raise ValueError(f"a quota cannot be negative ({limit_bytes}, {used_bytes} used)")
+    name = json.dumps(interface)  # a quoted string nft accepts
     if address is not None:
         family = "ip6" if ":" in address else "ip"
-        out_match, in_match = f"{family} saddr {address}", f"{family} daddr {address}"
+        out_match = f"oifname {name} {family} saddr {address}"
+        in_match = f"{family} daddr {address}"
     else:
-        name = json.dumps(interface)  # a quoted string nft accepts
         out_match, in_match = f"oifname {name}", f"iifname {name}"
     q, ident = quota_name(run_id), _ident(run_id)
     used = f" used {used_bytes} bytes" if used_bytes else ""
@@ -91,9 +106,9 @@ def arm_script(run_id: str, *, interface: str, address: str | None, limit_bytes:
         f"add table inet {TABLE}\n"
         + quota
         + f"add chain inet {TABLE} out_{ident} "
-        "{ type filter hook output priority 0; policy accept; }\n"
+        f"{{ type filter hook postrouting priority {OUT_PRIORITY}; policy accept; }}\n"
         f"add chain inet {TABLE} in_{ident} "
-        "{ type filter hook input priority 0; policy accept; }\n"
+        f"{{ type filter hook prerouting priority {IN_PRIORITY}; policy accept; }}\n"
         + rules
     )
 
@@ -126,7 +141,7 @@ def drifted(kernel_bytes: int, interface_bytes: int, limit_bytes: int) -> bool:
     """The kernel quota has counted more than the interface moved, by more than a read
     apart explains, while the interface is still that far under the limit (pure).
 
-    The quota charges packets at the IP output hook, before the interface's queue;
+    The quota charges packets at the IP postrouting hook, before the interface's queue;
     where that queue is small (a shaping qdisc such as tbf, a modem's short buffer) and
     drops what it cannot hold, the sender puts the same packets through the hook again,
     and each pass is charged: the Ansible rig's tbf link counted 17 MB against 3 MB that

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from node_agent.errors import ConfigError
 from testbed_common import safeyaml
@@ -135,6 +135,29 @@ class RunPolicy(_Strict):
     check_interval_s: float = Field(2.0, gt=0)
 
 
+class RunNetworkConfig(_Strict):
+    """A run's network (node_agent.runnet; docs/security.md, "A run's network").
+    ``shared``: the experiment joins the node's namespace and sees and reaches what the
+    node does (the default until a node's set-up is known to carry confined runs);
+    ``confined``: a namespace of the run's own with its booked SIMs only, a veth per
+    SIM routed into that SIM's path; needs the agent in the node's network namespace
+    (``counters_from: sysfs``), ip_forward on, and nft."""
+
+    mode: Literal["shared", "confined"] = "shared"
+    #: Destinations no run reaches (addresses or networks), beyond what is always
+    #: denied: link-local 169.254.0.0/16, the node itself (but the metadata port), and
+    #: the orchestrator's and capture services' addresses. Each interface's
+    #: measurement server stays reachable inside a denied range. The emulated fleet
+    #: denies its whole 172.30.0.0/16: the control network and the other nodes.
+    denied: tuple[str, ...] = ()
+    #: Where the engine's sandbox files (/var/run/docker/netns) are bind-mounted with
+    #: rslave propagation, if they are: another handle on a run's namespace.
+    netns_dir: Path | None = None
+    #: How long the run's namespace may take to come up before the run fails, seconds
+    #: (the holder's ``ip`` commands take tens of milliseconds).
+    ready_timeout_s: float = Field(10.0, gt=0)
+
+
 class AgentConfig(_Strict):
     node_id: str = Field(min_length=1)  # informational; the token identifies the node
     orchestrator_url: str = Field(pattern=r"^https?://")
@@ -181,6 +204,16 @@ class AgentConfig(_Strict):
     #: tcpdump of the run's interface into results/capture/<iface>.pcap (and, with an
     #: interface's ``server_capture_url``, the server's into server/capture/).
     capture: CaptureConfig = CaptureConfig()
+    #: What a run's network is: the node's (shared) or its own (confined).
+    run_network: RunNetworkConfig = RunNetworkConfig()
+
+    @model_validator(mode="after")
+    def _confined_runs_need_the_node_namespace(self) -> AgentConfig:
+        if self.run_network.mode == "confined" and self.counters_from != "sysfs":
+            raise ValueError(
+                "run_network.mode confined needs the agent in the node's network "
+                "namespace (counters_from: sysfs): it routes each run's traffic there")
+        return self
 
     def interface(self, name: str) -> InterfaceConfig | None:
         return next((i for i in self.interfaces if i.name == name), None)

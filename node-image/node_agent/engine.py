@@ -325,6 +325,10 @@ class DockerEngine:
                 image, name=holder_name(spec.run_id), labels=labels,
                 entrypoint=list(needs.command or ("sleep", "infinity")), command=[],
                 network_mode=needs.network_mode, environment=dict(needs.environment),
+                # A confined run's holder lives in the agent's pid namespace, where the
+                # agent finds it, and its namespace gets the node's TCP settings
+                # (node_agent.runnet); a shared one needs neither.
+                pid_mode=needs.pid_mode, sysctls=dict(needs.sysctls) or None,
                 cap_drop=["ALL"], cap_add=list(needs.cap_add) or None,
                 security_opt=list(SECURITY_OPT), read_only=True,
                 mem_limit=HOLDER_MEMORY, pids_limit=HOLDER_PIDS,

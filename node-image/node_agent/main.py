@@ -18,11 +18,17 @@ from node_agent.backstop import NftBackstop
 from node_agent.client import OrchestratorClient
 from node_agent.config import AgentConfig, load_config
 from node_agent.errors import AgentError
-from node_agent.interfaces import CounterSource, ProcNetDevCounters, SysfsCounters
+from node_agent.interfaces import (
+    CounterSource,
+    ProcNetDevCounters,
+    SysfsCounters,
+    interface_address,
+)
 from node_agent.metadata.sampler import MetadataSampler, gps_from_config, readers_from_config
 from node_agent.metadata.server import MetadataServer
 from node_agent.metadata.system import SystemReader
 from node_agent.runner import DockerRunner
+from node_agent.runnet import ConfinedNetwork, confined_from_config
 from node_agent.skew import restart_skewed_if_armed
 
 log = logging.getLogger("node_agent")
@@ -49,6 +55,20 @@ def _netns_pid(config: AgentConfig, client: docker.DockerClient) -> Callable[[],
     return lambda: int(client.api.inspect_container(config.netns_container)["State"]["Pid"])
 
 
+def _run_network(config: AgentConfig,
+                 server: MetadataServer | None) -> ConfinedNetwork | None:
+    """Each run's network namespace of its own (``run_network.mode: confined``), with
+    the metadata endpoint on its gateway, and what an earlier life of the agent left of
+    such namespaces' plumbing removed; None: runs share the node's."""
+    if config.run_network.mode != "confined":
+        return None
+    network = confined_from_config(
+        config, metadata_listen=server.listen_also if server is not None else None,
+        address_of=lambda name: interface_address(config, name))
+    network.clear()
+    return network
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=os.environ.get("TESTBED_AGENT_LOG_LEVEL", "INFO").upper(),
@@ -73,6 +93,16 @@ def main(argv: list[str] | None = None) -> None:
     metadata = MetadataSampler(readers_from_config(config), gps_from_config(config),
                                system=SystemReader(config.state_dir),
                                interval_s=config.metadata_interval_s)
+    metadata.start()
+    server: MetadataServer | None = None
+    if config.metadata_port:
+        try:
+            server = MetadataServer(metadata, port=config.metadata_port)
+            server.start()
+        except OSError as e:  # measuring matters more than serving metadata
+            log.error("cannot serve live metadata on 127.0.0.1:%d: %s",
+                      config.metadata_port, e)
+    network = _run_network(config, server)
     runner = DockerRunner(
         dock,
         counters=counters,
@@ -85,17 +115,9 @@ def main(argv: list[str] | None = None) -> None:
         backstop=(NftBackstop(netns_pid=_netns_pid(config, dock))
                   if config.quota_backstop else None),
         metadata=metadata,
+        network=network,
         check_interval_s=config.run_policy.check_interval_s,
     )
-    metadata.start()
-    server: MetadataServer | None = None
-    if config.metadata_port:
-        try:
-            server = MetadataServer(metadata, port=config.metadata_port)
-            server.start()
-        except OSError as e:  # measuring matters more than serving metadata
-            log.error("cannot serve live metadata on 127.0.0.1:%d: %s",
-                      config.metadata_port, e)
     agent = Agent(config, client=client, runner=runner, counters=counters,
                   metadata=metadata)
 

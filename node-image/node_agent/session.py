@@ -97,8 +97,8 @@ class RunSession:
         """``interfaces``: every interface whose counters go into meta/run.json;
         ``hooks``: what runs around the container, beside the meter (first) and the
         run's bounds (last); ``make_hooks``: more of them, made once the run's network
-        is attached, from the spec as the run's network tells it (its interface's
-        address in the run's namespace) and the meter; ``network``: the run's network
+        is attached, from the node's spec (the SIM's address, which the captures and
+        the kernel quota see) and the meter; ``network``: the run's network
         (None: the node's, shared)."""
         self.spec = spec
         self.run_dir = run_dir
@@ -109,8 +109,8 @@ class RunSession:
         self.hooks: list[RunHook] = [self.meter, *hooks]
         self.make_hooks = make_hooks
         self.network = network or SharedNetwork(
-            spec.netns_container, address=lambda _name: spec.interface_address,
-            metadata_url=spec.metadata_url)
+            netns_container=spec.netns_container,
+            address_of=lambda _name: spec.interface_address, metadata_url=spec.metadata_url)
         self.meter_interval_s = meter_interval_s
         self.check_interval_s = check_interval_s
         self.clock = clock
@@ -134,11 +134,13 @@ class RunSession:
             view = self.network.attach(spec.run_id, holder_pid=holder.pid,
                                        sandbox_key=holder.sandbox_key, booked=booked)
             attached = True
-            spec = self.spec = replace(
-                spec, interface_address=view.addresses.get(spec.interface),
-                metadata_url=view.metadata_url)
+            # The experiment is told the run's own view (a confined run's address inside
+            # its namespace, the metadata endpoint it reaches); the hooks and meta/run.json
+            # keep the node's (the SIM's address, which the captures and the server see).
+            seen = replace(spec, interface_address=view.addresses.get(spec.interface),
+                           metadata_url=view.metadata_url)
             self._make_hooks(spec)
-            container = self.engine.create(spec, holder)
+            container = self.engine.create(seen, holder)
             self.bounds = Bounds(spec, self.engine, holder, container,
                                  interval_s=self.check_interval_s, monotonic=time.monotonic)
             self.hooks.append(self.bounds)

@@ -23,9 +23,12 @@ def test_arm_matches_the_run_address_both_ways_and_disarm_undoes_it() -> None:
     q = quota_name("r-20261123T1200-ab")
     assert q == "run_r_20261123T1200_ab"
     assert f"add quota inet {TABLE} {q} {{ over 2000000 bytes; }}" in script
-    assert f'ip saddr 172.30.1.21 quota name "{q}" drop' in script
+    assert f'oifname "op0" ip saddr 172.30.1.21 quota name "{q}" drop' in script
     assert f'ip daddr 172.30.1.21 quota name "{q}" drop' in script
-    assert "hook output" in script and "hook input" in script
+    # prerouting and postrouting see the node's own packets and those it forwards (a
+    # confined run's); the uplink after source NAT, the downlink before its reversal
+    assert "hook postrouting priority 300" in script
+    assert "hook prerouting priority -150" in script
     assert disarm_script("r-20261123T1200-ab").splitlines() == [
         f"delete chain inet {TABLE} out_r_20261123T1200_ab",
         f"delete chain inet {TABLE} in_r_20261123T1200_ab",
@@ -65,7 +68,8 @@ def test_rearm_replaces_the_quota_in_one_script_with_its_count_set() -> None:
         f"flush chain inet {TABLE} in_r_1",
         f"delete quota inet {TABLE} {q}",
         f"add quota inet {TABLE} {q} {{ over 17000000 bytes used 2961055 bytes; }}",
-        f'add rule inet {TABLE} out_r_1 ip saddr 172.30.1.21 quota name "{q}" drop',
+        f'add rule inet {TABLE} out_r_1 oifname "op0" ip saddr 172.30.1.21 '
+        f'quota name "{q}" drop',
         f'add rule inet {TABLE} in_r_1 ip daddr 172.30.1.21 quota name "{q}" drop',
     ]
     with pytest.raises(ValueError, match="negative"):

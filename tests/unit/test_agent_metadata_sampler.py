@@ -146,6 +146,33 @@ def test_server_answers_the_latest_sample(served: tuple[MetadataSampler, str]) -
     assert get(url + "/nothing")[0] == 404
 
 
+def test_server_is_read_only(served: tuple[MetadataSampler, str]) -> None:
+    """A run may read the live metadata, never write it: every other method is 405."""
+    _sampler, url = served
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        req = urllib.request.Request(url + "/modem", data=b"{}", method=method)
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=5)
+        assert caught.value.code == 405, method
+        assert caught.value.headers["Allow"] == "GET"
+        assert "read-only" in json.loads(caught.value.read())["error"]
+        caught.value.close()
+
+
+def test_the_server_listens_on_one_more_address(served: tuple[MetadataSampler, str]) -> None:
+    """A confined run's gateway gets a listener of its own for the run's time."""
+    sampler, _url = served
+    other = MetadataServer(sampler, port=0)
+    try:
+        also = other.listen_also("127.0.0.2")
+        try:
+            assert get(f"http://127.0.0.2:{also.port}/modem") == (200, {})
+        finally:
+            also.close()
+    finally:
+        other.stop()
+
+
 def test_the_run_environment_names_the_metadata_server() -> None:
     raw = {"node_id": "n", "orchestrator_url": "http://o", "netns_container": "c",
            "interfaces": [{"name": "op0", "operator": {"mcc_mnc": "240-01", "name": "Telia"},

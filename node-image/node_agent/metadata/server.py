@@ -1,9 +1,12 @@
-"""Live metadata for experiments: a small HTTP server on the node's loopback.
+"""Live metadata for experiments: a small HTTP server in the node's namespace.
 
-Experiments share the node's network namespace, so ``http://127.0.0.1:<port>`` (given
-to them as ``$TESTBED_METADATA_URL``) reaches it. ``GET /modem`` (every interface),
-``GET /modem/<interface>``, ``GET /gps``; JSON; 404 with ``{"error": ...}`` when there
-is no sample.
+An experiment that shares the node's network namespace reaches it on the node's
+loopback, ``http://127.0.0.1:<port>`` (given to it as ``$TESTBED_METADATA_URL``); a
+confined one (:mod:`node_agent.runnet`) on its gateway's address, where the agent opens
+one more listener for the run's time (:meth:`MetadataServer.listen_also`). ``GET
+/modem`` (every interface), ``GET /modem/<interface>``, ``GET /gps``; JSON; 404 with
+``{"error": ...}`` when there is no sample. Read-only: any other method is refused with
+405 and ``Allow: GET`` before its body is read.
 """
 
 from __future__ import annotations
@@ -30,6 +33,20 @@ def _handler(sampler: MetadataSampler) -> type[BaseHTTPRequestHandler]:
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(data)
+
+        def _refuse(self) -> None:
+            data = json.dumps({"error": f"{self.command} is not allowed: the live "
+                               "metadata is read-only (GET)"}).encode()
+            self.send_response(405)
+            self.send_header("Allow", "GET")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+
+        do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _refuse
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # experiments may poll often; nothing worth a log line
@@ -59,9 +76,20 @@ def route(sampler: MetadataSampler, path: str) -> tuple[int, Any]:
 class MetadataServer:
     def __init__(self, sampler: MetadataSampler, *, host: str = "127.0.0.1",
                  port: int = 8765) -> None:
+        self.sampler = sampler
         self.httpd = ThreadingHTTPServer((host, port), _handler(sampler))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+
+    def listen_also(self, host: str) -> MetadataServer:
+        """The same endpoint on ``host`` too (a confined run's gateway), started; its
+        :meth:`close` stops it."""
+        other = MetadataServer(self.sampler, host=host, port=self.port)
+        other.start()
+        return other
+
+    def close(self) -> None:
+        self.stop()
 
     @property
     def port(self) -> int:
@@ -73,7 +101,8 @@ class MetadataServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        if self._thread is not None:  # shutdown() waits for a loop that never started
+            self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
