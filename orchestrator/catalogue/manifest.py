@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.catalogue.expr import Expression, ExpressionError, parse_expression
+from testbed_common.platforms import DEFAULT_PLATFORMS, parse_platform
 
 #: Variables a forecast may use besides the parameters.
 FORECAST_VARIABLES = frozenset({"rate_bps"})
@@ -44,6 +45,23 @@ class _ManifestDoc(BaseModel):
     duration_s: str | float
     data_volume_bytes: str | float
     interfaces: int = Field(1, ge=1, le=8)
+    # -- platforms (heterogeneous nodes) --
+    #: The platforms the image is built for (``linux/amd64``, ``linux/arm64``): the
+    #: planner books the experiment only on nodes of those architectures.
+    platforms: list[str] = Field(default_factory=lambda: list(DEFAULT_PLATFORMS),
+                                 min_length=1, max_length=16)
+    #: The image copies the native tools (tools/, built for amd64 only here): nodes
+    #: tagged ``no-native-tools`` do not get it.
+    native_tools: bool = False
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms_known(cls, value: list[str]) -> list[str]:
+        platforms = [parse_platform(p) for p in value]
+        if len(set(platforms)) != len(platforms):
+            raise ValueError(f"platforms {value} names one twice; list each once")
+        return platforms
+    # -- end platforms --
 
     @field_validator("parameters")
     @classmethod
@@ -67,6 +85,10 @@ class Manifest:
     duration: Expression
     data_volume: Expression
     interfaces: int
+    #: What the image provides (see _ManifestDoc.platforms) and whether it needs the
+    #: native tools.
+    platforms: tuple[str, ...] = DEFAULT_PLATFORMS
+    native_tools: bool = False
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -144,6 +166,8 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
         duration=duration,
         data_volume=volume,
         interfaces=doc.interfaces,
+        platforms=tuple(doc.platforms),
+        native_tools=doc.native_tools,
     )
     try:  # defaults must satisfy the schema, and forecasts must evaluate on them
         defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}
