@@ -32,6 +32,8 @@ def test_an_arm64_node_runs_arm64_experiments_and_defers_amd64_ones(fleet: Fleet
     assert "no-native-tools" in node["tags"]
     assert f"{NODE} " in fleet.cli("node", "list")
     assert "arm64" in fleet.cli("node", "list")
+    page = fleet.http.get("/pages/fleet")
+    assert page.status_code == 200 and "arm64" in page.text
 
     submitted = time.monotonic()
     run_id = fleet.submit(NODE, "op0", experiment="machine")
@@ -39,6 +41,7 @@ def test_an_arm64_node_runs_arm64_experiments_and_defers_amd64_ones(fleet: Fleet
     print(f"machine on {NODE}: submitted to {run['state']} in "
           f"{time.monotonic() - submitted:.0f} s")
     assert run["state"] == "done", story(run)
+    print(story(run))  # each phase's time: what a run costs under emulation
     result = fleet.get(f"/api/v1/runs/{run_id}/result")
     assert (result["format"], result["machine"]) == ("testbed.machine", "aarch64")
 
