@@ -14,7 +14,9 @@
 # Images: testbed/orchestrator:$TAG, testbed/node:$TAG, testbed/server:$TAG,
 # testbed/influxdb:$TAG, testbed/postgres:$TAG, testbed/front:$TAG (nginx before the
 # orchestrator replicas), testbed/prometheus:$TAG, testbed/alertmanager:$TAG, and every
-# experiment image named by `image:` in experiments/*/experiment.yaml. All start
+# experiment image named by `image:` in experiments/*/experiment.yaml whose `platforms:`
+# include this host's (linux/amd64 by default; the arm64 ones are
+# scripts/build-arm64-images.sh's). All start
 # FROM debian:bookworm-slim (made locally by build-base-image.sh when no registry is
 # reachable) and share their first layers: the same first RUN lines in the same order,
 # so Docker's layer cache builds each once (see docs/architecture.md, "Images").
