@@ -205,6 +205,11 @@ class ExperimentPublic(BaseModel):
     result: dict[str, Any]
     duration_s: str
     data_volume_bytes: str
+    #: The platforms its image provides (``linux/amd64``, ``linux/arm64``): it is booked
+    #: only on nodes of those architectures.
+    platforms: list[str] = ["linux/amd64"]
+    #: Its image needs the native tools: nodes tagged ``no-native-tools`` do not get it.
+    native_tools: bool = False
 
 
 class DecisionPublic(BaseModel):

@@ -14,7 +14,9 @@
 # Images: testbed/orchestrator:$TAG, testbed/node:$TAG, testbed/server:$TAG,
 # testbed/influxdb:$TAG, testbed/postgres:$TAG, testbed/front:$TAG (nginx before the
 # orchestrator replicas), testbed/prometheus:$TAG, testbed/alertmanager:$TAG, and every
-# experiment image named by `image:` in experiments/*/experiment.yaml. All start
+# experiment image named by `image:` in experiments/*/experiment.yaml whose `platforms:`
+# include this host's (linux/amd64 by default; the arm64 ones are
+# scripts/build-arm64-images.sh's). All start
 # FROM debian:bookworm-slim (made locally by build-base-image.sh when no registry is
 # reachable) and share their first layers: the same first RUN lines in the same order,
 # so Docker's layer cache builds each once (see docs/architecture.md, "Images").
@@ -65,6 +67,17 @@ die() {  # the message, then this shell's background jobs (cargo, the other buil
 experiment_image() {  # experiment_image DIR -> the manifest's image: value
     sed -n -E 's/^image:[[:space:]]*["'\'']?([^"'\''[:space:]#]+)["'\'']?.*$/\1/p' "$1/experiment.yaml" | head -n1
 }
+experiment_platforms() {  # experiment_platforms DIR -> the manifest's platforms, one a
+    # line (linux/amd64 when it lists none: orchestrator/catalogue/manifest.py)
+    local listed
+    listed="$(sed -n -E 's/^platforms:[[:space:]]*\[([^]#]*)\].*$/\1/p' "$1/experiment.yaml" | head -n1)"
+    [ -n "$listed" ] || listed=linux/amd64
+    echo "$listed" | tr ',' '\n' | tr -d " \"'"
+}
+#: The platform these builds make images for: the host's (docker build without
+#: --platform). An experiment that does not provide it is built for the platforms it
+#: lists by scripts/build-arm64-images.sh (arm64).
+HOST_PLATFORM="linux/$(dpkg --print-architecture 2>/dev/null || echo amd64)"
 
 # ---- what to build ---------------------------------------------------------------
 # The experiments the demo campaign runs (deploy/campaigns/demo.yaml's `experiment:`).
@@ -326,6 +339,8 @@ experiment_builds() {  # experiment_builds demo|other: the entries of those expe
         wanted "$name" || continue
         if in_demo "$name"; then group=demo; else group=other; fi
         [ "$group" = "$1" ] || continue
+        # Built for the host's platform only when the experiment provides it.
+        experiment_platforms "$dir" | grep -qx "$HOST_PLATFORM" || continue
         image="$(experiment_image "$dir")"
         [ -n "$image" ] || die "$dir/experiment.yaml has no image: key"
         [ -f "$dir/Dockerfile" ] || die "$dir has no Dockerfile for image $image"

@@ -190,3 +190,33 @@ phase_summary() {  # phase_summary: the table of phases, in the order they start
         printf '%-40s %8s %9.1f\n' "total" "" "$(_secs "$PHASE_T0" "$(_now)")"
     } >&2
 }
+
+# ---- arm64 under emulation (qemu-user-static, binfmt_misc) -------------------------
+#: Debian's packages that run arm64 binaries on an amd64 host: qemu-user-static ships
+#: the interpreter and its binfmt_misc entry (/usr/lib/binfmt.d/qemu-aarch64.conf).
+ARM64_PACKAGES=(qemu-user-static)
+arm64_emulation() {  # arm64_emulation: install qemu-user-static when missing, mount
+    # binfmt_misc when it is not, and register qemu-aarch64. Debian's entry carries the F
+    # flag: the kernel opens the interpreter when it is registered, so containers (whose
+    # root has no qemu) run arm64 binaries through it too.
+    local p missing=() conf=/usr/lib/binfmt.d/qemu-aarch64.conf misc=/proc/sys/fs/binfmt_misc
+    [ "$(uname -m)" != aarch64 ] || return 0  # an arm64 host runs them natively
+    for p in "${ARM64_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    if [ "${#missing[@]}" -gt 0 ]; then
+        [ "$(id -u)" = 0 ] || die "need root to install ${missing[*]} (arm64 emulation), or install them first"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+              --no-install-recommends "${missing[@]}"; } >/dev/null \
+            || die "could not install ${missing[*]} with apt-get"
+    fi
+    if [ ! -e "$misc/register" ]; then
+        mount -t binfmt_misc binfmt_misc "$misc" \
+            || die "cannot mount binfmt_misc on $misc (arm64 emulation needs it; run as root)"
+    fi
+    if [ ! -e "$misc/qemu-aarch64" ]; then
+        [ -f "$conf" ] || die "$conf is missing: reinstall qemu-user-static"
+        grep -v '^#' "$conf" | head -n1 >"$misc/register" \
+            || die "cannot register qemu-aarch64 with binfmt_misc"
+    fi
+    grep -q '^flags: .*F' "$misc/qemu-aarch64" \
+        || die "qemu-aarch64 is registered without the F flag: containers cannot use it (echo -1 > $misc/qemu-aarch64, then run this again)"
+}

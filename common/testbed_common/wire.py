@@ -68,8 +68,14 @@ Interfaces = Annotated[
 class Registration(_Wire):
     agent_version: Label32
     model: Label64 = "unknown"
+    #: The node's processor architecture, in the OCI's names (amd64, arm64; see
+    #: testbed_common.platforms). An agent that does not send it is taken as amd64.
     architecture: Label32 = "unknown"
     interfaces: Interfaces
+    #: False on a node without the native tools (tools/) for its architecture: the
+    #: orchestrator tags it ``no-native-tools`` and books there only experiments that
+    #: need none. Older agents do not send it: they had the tools.
+    native_tools: bool = True
 
 
 class RegistrationReply(_Wire):

@@ -12,7 +12,10 @@
 #   TESTBED_LINKS="op0=172.30.1.0/24=/profiles/se-telia-fleet.yaml op1=172.30.2.0/24=..."
 #
 # name=subnet=profile per SIM. A rate instead of a profile (op0=172.30.1.0/24=10mbit)
-# falls back to tbf on the uplink only (hosts without /dev/net/tun).
+# falls back to tbf on the uplink only (hosts without /dev/net/tun). `host` instead
+# (op0=172.30.2.0/24=host) only names the interface: its tbf is set from the host, for
+# a node whose tc cannot run in its container (the arm64 node under qemu-user, which
+# does not emulate tc's netlink messages: scripts/up-arm64).
 #
 # Wiring of SIM i on interface opN with address A in subnet S (one namespace, no veth):
 #
@@ -156,6 +159,7 @@ for link in ${TESTBED_LINKS:-}; do
     fi
     case "$target" in
         *[0-9]bit|*[0-9]kbit|*[0-9]mbit|*[0-9]gbit) shape_tbf "$name" "$target" ;;
+        host) say "$name ($subnet): shaped from the host" ;;
         *)
             if [ "$checked" = 0 ]; then check_sysctls; mkdir -p "$STATE_DIR"; checked=1; fi
             emulate "$i" "$name" "$subnet" "$target"

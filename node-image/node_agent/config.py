@@ -7,6 +7,7 @@ passed in; nothing is read at import time.
 from __future__ import annotations
 
 import os
+import platform
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from node_agent.errors import ConfigError
 from testbed_common import safeyaml
+from testbed_common.platforms import UNKNOWN, oci_architecture
 from testbed_common.wire import ALLOWED_CAPABILITIES, Operator
 
 DEFAULT_CONFIG_PATH = Path("/etc/testbed/agent.yaml")
@@ -163,7 +165,15 @@ class AgentConfig(_Strict):
     orchestrator_url: str = Field(pattern=r"^https?://")
     token: str = Field(min_length=1, repr=False)
     model: str = "unknown"
-    architecture: str = "unknown"
+    #: The node's processor architecture in the OCI's names (amd64, arm64): the planner
+    #: books on it only experiments whose image provides it. Read from the machine
+    #: (``platform.machine()``, normalised: aarch64 -> arm64) unless the file says it.
+    architecture: str = Field(default_factory=lambda: oci_architecture(platform.machine()))
+    #: The node has the native tools (tools/: linkem, the ABw estimator) for its
+    #: architecture. They are built for amd64 only (docs/deploying.md): an arm64 node
+    #: says false, and the node's tag ``no-native-tools`` keeps the planner from booking
+    #: experiments that need them on it.
+    native_tools: bool = True
     #: Spool, outbox and run scratch; must survive restarts (a volume).
     state_dir: Path = Path("/var/lib/testbed-agent")
     #: Container whose network namespace experiments join (``--net=container:...``).
@@ -214,6 +224,14 @@ class AgentConfig(_Strict):
                 "run_network.mode confined needs the agent in the node's network "
                 "namespace (counters_from: sysfs): it routes each run's traffic there")
         return self
+
+    @field_validator("architecture")
+    @classmethod
+    def _oci_architecture(cls, value: str) -> str:
+        """``aarch64`` as ``uname -m`` says it is reported as ``arm64``; ``unknown``
+        (an old config's placeholder) is read from the machine."""
+        name = oci_architecture(value)
+        return oci_architecture(platform.machine()) if name == UNKNOWN else name
 
     def interface(self, name: str) -> InterfaceConfig | None:
         return next((i for i in self.interfaces if i.name == name), None)

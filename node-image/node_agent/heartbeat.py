@@ -55,6 +55,7 @@ class HeartbeatLoop(AgentState):
                 agent_version=__version__,
                 model=self.config.model,
                 architecture=self.config.architecture,
+                native_tools=self.config.native_tools,
                 interfaces=snapshot(self.config, self.counters, self._detected_models()),
             )
             try:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.catalogue.expr import Expression, ExpressionError, parse_expression
 from testbed_common import safeyaml
+from testbed_common.platforms import DEFAULT_PLATFORMS, parse_platform
 from testbed_common.wire import ALLOWED_CAPABILITIES, RunResources
 
 #: Variables a forecast may use besides the parameters.
@@ -87,6 +88,23 @@ class _ManifestDoc(BaseModel):
                 f"those of {sorted(ALLOWED_CAPABILITIES)} a manifest declares (see "
                 "docs/experiment-contract.md, \"Confinement\")")
         return sorted(set(value))
+    # -- platforms (heterogeneous nodes) --
+    #: The platforms the image is built for (``linux/amd64``, ``linux/arm64``): the
+    #: planner books the experiment only on nodes of those architectures.
+    platforms: list[str] = Field(default_factory=lambda: list(DEFAULT_PLATFORMS),
+                                 min_length=1, max_length=16)
+    #: The image copies the native tools (tools/, built for amd64 only here): nodes
+    #: tagged ``no-native-tools`` do not get it.
+    native_tools: bool = False
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms_known(cls, value: list[str]) -> list[str]:
+        platforms = [parse_platform(p) for p in value]
+        if len(set(platforms)) != len(platforms):
+            raise ValueError(f"platforms {value} names one twice; list each once")
+        return platforms
+    # -- end platforms --
 
     @field_validator("parameters")
     @classmethod
@@ -115,6 +133,10 @@ class Manifest:
     resources: RunResources = field(default_factory=RunResources)
     #: Capabilities its runs keep (every other one is dropped).
     capabilities: tuple[str, ...] = ()
+    #: What the image provides (see _ManifestDoc.platforms) and whether it needs the
+    #: native tools.
+    platforms: tuple[str, ...] = DEFAULT_PLATFORMS
+    native_tools: bool = False
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -195,6 +217,8 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
         ingest=doc.ingest,
         resources=doc.resources,
         capabilities=tuple(doc.capabilities),
+        platforms=tuple(doc.platforms),
+        native_tools=doc.native_tools,
     )
     try:  # defaults must satisfy the schema, and forecasts must evaluate on them
         defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}

@@ -15,8 +15,8 @@ def node() -> None:
     """Nodes of the fleet."""
 
 
-NODE_COLUMNS = ["id", "health", "country", "interfaces", "last_heartbeat_at", "clock_offset_s",
-                "agent_version"]
+NODE_COLUMNS = ["id", "health", "country", "architecture", "interfaces", "last_heartbeat_at",
+                "clock_offset_s", "agent_version"]
 
 
 def _node_row(n: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ j-th lane of every node in slot j, since a node's SIMs are measured in turn).
 
 Everything that can be refused without looking at time is refused here, with a
 decision: nothing selected, unknown experiment or bad parameters, a node unavailable,
+a node whose architecture an image does not provide (orchestrator.scheduling.platforms),
 too few interfaces, no cap configured, a cap or budget below one session, a session
 longer than any window, a window that never occurs. DST skips and missed windows
 (per the campaign's ``missed`` policy) are decided here too.
@@ -34,6 +35,7 @@ from orchestrator.quotas.ledger import (
 )
 from orchestrator.scheduling import recurrence as rec
 from orchestrator.scheduling.forecast import ForecastModel, expected_rate, forecast_run
+from orchestrator.scheduling.platforms import Mismatch, first_refusal
 from orchestrator.scheduling.selection import EVERYTHING, NodeFacts, Selection, SimFacts
 from orchestrator.scheduling.snapshot import (
     Decision,
@@ -91,6 +93,10 @@ class CampaignLanes:
     decisions: list[Decision] = field(default_factory=list)
 
 
+_MISMATCH_CODE = {Mismatch.ARCHITECTURE: ReasonCode.ARCHITECTURE,
+                  Mismatch.NATIVE_TOOLS: ReasonCode.NATIVE_TOOLS}
+
+
 class _Refused(Exception):
     def __init__(self, code: ReasonCode, message: str) -> None:
         super().__init__(message)
@@ -122,6 +128,11 @@ def build_lanes(campaign: CampaignId, spec: CampaignSpecV2, submitted_at: dateti
             decide(DecisionKind.DEFERRED, ReasonCode.NODE_UNAVAILABLE,
                    f"deferred: {node.id} is unavailable ({snapshot.unavailable[node.id]})",
                    node=node.id)
+            continue
+        refused = first_refusal(node, [(name, model) for name, _, model in steps])
+        if refused is not None:
+            decide(DecisionKind.DEFERRED, _MISMATCH_CODE[refused.kind],
+                   f"deferred: {refused.message}", node=node.id)
             continue
         group = node.timezone if isinstance(spec.recurrence, Daily) else ""
         if group not in occurrences:

@@ -38,6 +38,11 @@ class ReasonCode(StrEnum):
     NEVER_OCCURS = "never_occurs"
     NODE_UNAVAILABLE = "node_unavailable"
     TOO_FEW_INTERFACES = "too_few_interfaces"
+    #: The node's architecture is not among the platforms an experiment's image
+    #: provides (orchestrator.scheduling.platforms).
+    ARCHITECTURE = "architecture"
+    #: The experiment needs the native tools; the node has none for its architecture.
+    NATIVE_TOOLS = "native_tools"
     NO_QUOTA = "no_quota"
     CAP_TOO_SMALL = "cap_too_small"
     BUDGET_TOO_SMALL = "budget_too_small"

@@ -18,6 +18,8 @@ def _public(m: Manifest) -> ExperimentPublic:
         result=m.result.model_dump(),
         duration_s=m.duration.source,
         data_volume_bytes=m.data_volume.source,
+        platforms=list(m.platforms),
+        native_tools=m.native_tools,
     )
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 from orchestrator.errors import Conflict, Invalid, NotFound, Unauthorized
 from orchestrator.model.contact import dropped_note, releases_dropped
 from orchestrator.model.ids import new_token
+from orchestrator.model.platforms import native_tools_tags
 from orchestrator.schemas import MaintenanceUpdate, NodeCreate, NodeCreated, NodePublic
 from orchestrator.services import quotas
 from orchestrator.services.auth import (
@@ -38,6 +39,7 @@ from orchestrator.timeseries.lineprotocol import Point, encode, shifted
 from orchestrator.timeseries.nodeclock import heartbeat_shift
 from orchestrator.timeseries.schema import RunContext, live_points
 from testbed_common import wire
+from testbed_common.platforms import UNKNOWN, oci_architecture
 from testbed_common.states import RunState
 
 log = logging.getLogger(__name__)
@@ -142,9 +144,9 @@ def register(ctx: Context, token: str | None, body: wire.Registration) -> wire.R
         node = authenticate_node(s, token)
         node.agent_version = body.agent_version
         node.model = body.model if body.model != "unknown" else node.model
-        node.architecture = (
-            body.architecture if body.architecture != "unknown" else node.architecture
-        )
+        reported = oci_architecture(body.architecture)
+        node.architecture = reported if reported != UNKNOWN else node.architecture
+        node.tags = native_tools_tags(node.tags, has_tools=body.native_tools)
         node.registered_at = now
         node.last_heartbeat_at = now
         _update_interfaces(s, node, body.interfaces, now)

@@ -22,6 +22,9 @@ from orchestrator.model.booking import adhoc_reason
 from orchestrator.model.contact import cancel_holds_reservation, held_cancel_note
 from orchestrator.model.ids import NodeId, new_run_id
 from orchestrator.scheduling.forecast import expected_rate
+from orchestrator.scheduling.platforms import Mismatch
+from orchestrator.scheduling.platforms import refusal as platform_refusal
+from orchestrator.scheduling.selection import NodeFacts
 from orchestrator.scheduling.slots import Slot, first_free_start
 from orchestrator.schemas import RunCancel, RunCreate, RunPublic
 from orchestrator.services import quotas
@@ -123,6 +126,24 @@ def _manifest(ctx: Context, name: str) -> Manifest:
     return manifest
 
 
+def _check_platform(node: Node, manifest: Manifest) -> None:
+    """The planner's architecture filter, for a run booked by hand: a clear refusal
+    that says what to do, rather than a run that fails on the node."""
+    facts = NodeFacts(id=NodeId(node.id), country=node.country,
+                      architecture=node.architecture,
+                      tags=frozenset(str(t) for t in node.tags))
+    refused = platform_refusal(facts, manifest.name, manifest)
+    if refused is None:
+        return
+    if refused.kind is Mismatch.ARCHITECTURE:
+        hint = ("pick a node of an architecture it provides (`testbed node list` shows "
+                "each node's), or build the experiment for this one too and list it under "
+                "`platforms:` in its experiment.yaml")
+    else:
+        hint = "pick a node that has them (`testbed node list`: no no-native-tools tag)"
+    raise Invalid(f"{refused.message}; {hint}")
+
+
 def node_busy(s: Session, node_id: str) -> list[Slot]:
     rows = s.execute(
         select(Run.not_before, Run.deadline).where(Run.node_id == node_id, Run.state.in_(BOOKED))
@@ -152,6 +173,7 @@ def book_run(
     node = s.get(Node, node_id)
     if node is None:
         raise Invalid(f"unknown node {node_id!r}; list them with `testbed node list`")
+    _check_platform(node, manifest)
     names = [i.name for i in node.interfaces]
     if interface not in names:
         raise Invalid(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from node_agent.config import load_config, parse_config
 from node_agent.errors import ConfigError
@@ -64,3 +65,21 @@ def test_invalid_config_names_the_field(tmp_path: Path) -> None:
         )
     with pytest.raises(ConfigError, match="cannot read"):
         load_config({"TESTBED_AGENT_CONFIG": str(tmp_path / "nope.yaml")})
+
+
+@pytest.mark.parametrize(("written", "machine", "reported"), [
+    (None, "aarch64", "arm64"),  # read from the machine, in the OCI's name
+    (None, "x86_64", "amd64"),
+    ("unknown", "aarch64", "arm64"),  # an old config's placeholder: read too
+    ("aarch64", "x86_64", "arm64"),  # what the file says wins, normalised
+])
+def test_the_architecture_is_the_machines_in_oci_names_unless_the_file_says(
+        monkeypatch: pytest.MonkeyPatch, written: str | None, machine: str,
+        reported: str) -> None:
+    monkeypatch.setattr("platform.machine", lambda: machine)
+    lines = [line for line in YAML.splitlines() if not line.startswith("architecture:")]
+    if written is not None:
+        lines.append(f"architecture: {written}")
+    config = parse_config(yaml.safe_load("\n".join(lines)), {"TESTBED_NODE_TOKEN": "t"})
+    assert config.architecture == reported
+    assert config.native_tools is True  # the default: a node has its tools

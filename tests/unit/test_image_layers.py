@@ -24,8 +24,10 @@ IMAGES = {
     "cca-compare": REPO / "experiments/cca-compare/Dockerfile",
     "abw-tools": REPO / "experiments/abw-tools/Dockerfile",
     "goodput-sequence": REPO / "experiments/goodput-sequence/Dockerfile",
+    "machine": REPO / "experiments/machine/Dockerfile",  # arm64: build-arm64-images.sh
 }
-#: Every Dockerfile of an image scripts/build-images.sh builds is listed above.
+#: Every Dockerfile of an image scripts/build-images.sh (or, for arm64,
+#: scripts/build-arm64-images.sh) builds is listed above.
 BUILT = {REPO / "orchestrator/Dockerfile", REPO / "node-image/Dockerfile",
          REPO / "server-image/Dockerfile", *REPO.glob("deploy/*/Dockerfile"),
          *REPO.glob("experiments/*/Dockerfile")}

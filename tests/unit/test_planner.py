@@ -49,6 +49,8 @@ class Model:
     """A manifest stand-in: runs ``d`` seconds plus 5, moves ``mb`` MB per interface."""
 
     interfaces: int = 1
+    platforms: tuple[str, ...] = ("linux/amd64",)
+    native_tools: bool = False
 
     def resolve_parameters(self, given: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(given) - {"d", "mb"}

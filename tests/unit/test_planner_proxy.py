@@ -31,6 +31,8 @@ class AbwTat:
     """The abw-tat manifest's shape: a TAT of ``TAT_MB`` per half unless ``tats: 0``."""
 
     interfaces: int = 1
+    platforms: tuple[str, ...] = ("linux/amd64",)
+    native_tools: bool = False
 
     def resolve_parameters(self, given: Mapping[str, Any]) -> dict[str, Any]:
         return {"tats": 1, "run_s": 10} | dict(given)
