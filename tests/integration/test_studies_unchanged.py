@@ -96,7 +96,7 @@ def golden_api(tmp_path: Path, store: influxd.Influxd, monkeypatch: pytest.Monke
     base = make_settings(tmp_path)
     settings = base.model_copy(update={
         "database_url": f"sqlite:///{db}",
-        "influx": base.influx.model_copy(update={"url": store.url, "database": "golden"})})
+        "influx": store.settings("golden", base.influx)})
     clock = ManualClock()
     app = create_app(settings, clock=clock, reaper=False)
     with TestClient(app) as client:
