@@ -42,7 +42,12 @@ from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Una
 from orchestrator.model.fleet import BadFleetFilter, parse_query
 from orchestrator.pages import campaigns, fleet, html, queries, views
 from orchestrator.pages.abwproxy import abw_proxy_page
-from orchestrator.pages.contrib import PageBuilder, StudyPage, navigation
+from orchestrator.pages.contrib import (
+    PageBuilder,
+    StudyPage,
+    installed_choice_sources,
+    navigation,
+)
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.pages.forms import BadForm, read_form
 from orchestrator.services.access import readable
@@ -185,7 +190,8 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
     mine = readable(_ctx(request), principal)
     try:
         page = build(ts, filters, zones, mine)
-        choices = queries.choices(ts, filters, readable=mine)
+        choices = queries.choices(ts, filters, readable=mine,
+                                  sources=installed_choice_sources())
     except TimeSeriesError as e:
         return _html(html.error_html(nav=navigation(), title="Time series unavailable",
                                      message=str(e)), 503)
@@ -205,15 +211,6 @@ def index(request: Request) -> Response:
 #: The study pages: each reads the store through the caller's filters and what they may
 #: read, and builds its page; the route around each is the same (:func:`_study_route`).
 STUDY_PAGES: dict[str, PageBuilder] = {
-    "/pages/hourly": lambda ts, f, z, r: views.hourly_page(
-        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-    "/pages/daily": lambda ts, f, z, r: views.daily_page(
-        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-    "/pages/abw-tat": lambda ts, f, _z, r: views.abw_tat_page(
-        queries.tat_summaries(ts, f, readable=r), queries.abw_estimates(ts, f, readable=r),
-        filters=f),
-    "/pages/time-of-day": lambda ts, f, z, r: views.timeofday_page(
-        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
     "/pages/abw-proxy": lambda ts, f, _z, r: abw_proxy_page(
         queries.proxy_histories(ts, f, readable=r), filters=f),
 }

@@ -12,9 +12,19 @@ behind it (docs/writing-a-study.md).
 
 from __future__ import annotations
 
-from orchestrator.dataset.tables import Column, PointTable, point_table
+from orchestrator.analysis.units import rate_text
+from orchestrator.dataset.tables import (
+    DIRECTION,
+    METHOD,
+    Column,
+    DerivedTable,
+    PointTable,
+    Row,
+    TableSpec,
+    point_table,
+)
 from orchestrator.pages import svg
-from orchestrator.pages.contrib import PageBuilder, StudyPage
+from orchestrator.pages.contrib import ChoiceSource, PageBuilder, StudyPage
 from orchestrator.pages.data import Filters, Where
 from orchestrator.pages.queries import (
     TimeSeriesQuery,
@@ -24,17 +34,20 @@ from orchestrator.pages.queries import (
     where_of,
 )
 from orchestrator.pages.views import (
+    HOURS,
     MBPS,
+    MIN_CYCLE_SHARE,
     Page,
     Section,
     Table,
     Zones,
     cycle_verdict,
+    fmt,
     no_data,
     slug,
 )
 from orchestrator.services.access import Readable
-from orchestrator.study.model import Study
+from orchestrator.study.model import ResultColumn, Study
 from orchestrator.study.registry import Studies, StudyLoadError, installed_studies_of, load
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.readers import (
@@ -54,11 +67,53 @@ from orchestrator.timeseries.schema import (
 )
 
 __all__ = [
-    "MBPS", "BundlePoints", "Column", "FieldSpec", "FieldValue", "Filters", "Measurement",
-    "Page", "PageBuilder", "Point", "PointTable", "Readable", "RecordsReader",
-    "ResultReader", "RunContext", "RunInputs", "Section", "Studies", "Study",
-    "StudyLoadError", "StudyPage", "Table", "TimeSeriesQuery", "Where", "Zones",
-    "bundle_points", "cycle_verdict", "field_specs", "installed_studies_of", "load",
-    "no_data", "point", "point_table", "result_rows", "select_points", "slug", "svg",
-    "text", "to_ns", "where_of",
+    "DIRECTION",
+    "HOURS",
+    "MBPS",
+    "METHOD",
+    "MIN_CYCLE_SHARE",
+    "BundlePoints",
+    "ChoiceSource",
+    "Column",
+    "DerivedTable",
+    "FieldSpec",
+    "FieldValue",
+    "Filters",
+    "Measurement",
+    "Page",
+    "PageBuilder",
+    "Point",
+    "PointTable",
+    "Readable",
+    "RecordsReader",
+    "ResultColumn", "ResultReader",
+    "Row",
+    "RunContext",
+    "RunInputs",
+    "Section",
+    "Studies",
+    "Study",
+    "StudyLoadError",
+    "StudyPage",
+    "Table",
+    "TableSpec",
+    "TimeSeriesQuery",
+    "Where",
+    "Zones",
+    "bundle_points",
+    "cycle_verdict",
+    "field_specs",
+    "fmt",
+    "installed_studies_of",
+    "load",
+    "no_data",
+    "point",
+    "point_table", "rate_text",
+    "result_rows",
+    "select_points",
+    "slug",
+    "svg",
+    "text",
+    "to_ns",
+    "where_of",
 ]

@@ -34,9 +34,8 @@ from orchestrator.timeseries.readers import (
 )
 from testbed_common.untrusted import load_json, load_json_lines
 
-#: Measurements of studies (studies/tat, studies/abw_tat) that the core's own pages,
-#: release tables and proxy mode still query by name, until those move to the studies.
-TAT = "tat"
+#: Measurements of studies (studies/tat, studies/abw_tat) that the ABw proxy still
+#: queries by name, until it moves to a study of its own.
 TAT_SUMMARY = "tat_summary"
 ABW = "abw"
 MODEM = "modem"

@@ -96,7 +96,7 @@ def echo_api(tmp_path: Path, store: influxd.Influxd, echo_installed: None) -> It
     base = make_settings(tmp_path)
     settings = base.model_copy(update={
         "experiments_dir": experiments,
-        "influx": base.influx.model_copy(update={"url": store.url, "database": "echo"})})
+        "influx": store.settings("echo", base.influx)})
     app = create_app(settings, clock=ManualClock(), reaper=False)
     with TestClient(app) as client:
         yield Api(client, app.state.ctx.clock, settings)

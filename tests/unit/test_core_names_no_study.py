@@ -27,13 +27,6 @@ CORE = ("api", "services", "scheduling", "store", "timeseries", "pages", "datase
 NOT_YET_MOVED: dict[str, list[str]] = {
     # proxy mode runs the abw-tat session (its test validates specs without a catalogue)
     "orchestrator/scheduling/spec.py": ["abw-tat"],
-    # the tat measurement's name, named as the tat experiment is, which the core's
-    # pages, release tables and proxy mode query
-    "orchestrator/timeseries/schema.py": ["tat"],
-    # the ABw vs TAT page's slug
-    "orchestrator/pages/views.py": ["abw-tat"] * 5,
-    # `testbed campaigns show`: the TAT column of an abw-tat result's summary
-    "orchestrator/cli/campaigns.py": ["tat", "tat"],
 }
 
 

@@ -12,7 +12,7 @@ from orchestrator.catalogue.manifest import ManifestError, parse_manifest
 from orchestrator.catalogue.plugins import GROUP, Loaded, StudyLoadError, _load
 from orchestrator.dataset.contrib import tables_of
 from orchestrator.dataset.tables import Column, point_table
-from orchestrator.pages.contrib import StudyPage, navigation, pages_of
+from orchestrator.pages.contrib import StudyPage, installed_pages, navigation, pages_of
 from orchestrator.pages.views import Page
 from orchestrator.study import Study, installed_studies_of
 from orchestrator.timeseries.readers import Measurement, ResultReader, readers_of
@@ -63,7 +63,7 @@ def test_a_study_that_fails_to_load_says_which_and_what_to_do() -> None:
 
 
 def test_study_pages_join_the_navigation_in_their_order() -> None:
-    slugs = [e.slug for e in navigation([_page("echo")])]
+    slugs = [e.slug for e in navigation([*installed_pages(), _page("echo")])]
     assert slugs[-3:] == ["echo", "campaigns", "fleet"]  # order 500: before the core's last
     assert slugs.index("time-of-day") < slugs.index("echo")
 
