@@ -55,6 +55,24 @@ class IngestSpec(BaseModel):
     records: bool = True
 
 
+class ProxySpec(BaseModel):
+    """The experiment may run in a campaign's proxy mode (docs/abw-proxy.md): its cheap
+    signals every window, its expensive measurement only when the calibrated proxy
+    asks for one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    #: The parameter that counts the expensive measurement in a run: 0 is the cheap
+    #: session, and a proxy-mode step must not set it to 0 (its measurements calibrate).
+    calibration: str = Field(pattern=r"^[a-z_][a-z0-9_]{0,40}$")
+
+
+def proxy_modes(catalogue: Mapping[str, Manifest]) -> dict[str, str]:
+    """Each experiment that declares a proxy mode, with its calibration parameter: what
+    a campaign in proxy mode is checked against (``scheduling.spec.parse_campaign``)."""
+    return {name: m.proxy.calibration for name, m in sorted(catalogue.items())
+            if m.proxy is not None}
+
+
 # --- end of the study fields ---
 
 
@@ -70,6 +88,7 @@ class _ManifestDoc(BaseModel):
     data_volume_bytes: str | float
     interfaces: int = Field(1, ge=1, le=8)
     ingest: IngestSpec = IngestSpec()
+    proxy: ProxySpec | None = None
 
     @field_validator("parameters")
     @classmethod
@@ -94,6 +113,7 @@ class Manifest:
     data_volume: Expression
     interfaces: int
     ingest: IngestSpec = field(default_factory=IngestSpec)
+    proxy: ProxySpec | None = None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -161,6 +181,10 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
                 f"{source}: {key} uses {sorted(unknown)}, which are neither parameters "
                 f"nor {sorted(FORECAST_VARIABLES)}"
             )
+    if doc.proxy is not None and doc.proxy.calibration not in doc.parameters:
+        raise ManifestError(
+            f"{source}: proxy.calibration names {doc.proxy.calibration!r}, which is not "
+            f"one of its parameters {sorted(doc.parameters)}")
     manifest = Manifest(
         name=doc.name,
         version=doc.version,
@@ -172,6 +196,7 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
         data_volume=volume,
         interfaces=doc.interfaces,
         ingest=doc.ingest,
+        proxy=doc.proxy,
     )
     try:  # defaults must satisfy the schema, and forecasts must evaluate on them
         defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}

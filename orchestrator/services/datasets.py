@@ -263,7 +263,7 @@ def _load_runs(ctx: Context, run_ids: Sequence[str]) -> list[_RunRecord]:
             out.append(_RunRecord(
                 run=run, context=run_context(node, run, ctx.catalogue),
                 zone=(node.timezone if node else "") or "UTC",
-                offset=campaign_time_offset(s, run),
+                offset=campaign_time_offset(s, run, ctx.catalogue),
                 bundle=ctx.archive.absolute(bundle.path) if bundle else None,
                 start_us=start, end_us=end))
         s.expunge_all()

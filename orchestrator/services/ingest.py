@@ -108,17 +108,18 @@ def run_context(node: Node | None, run: Run,
     )
 
 
-def campaign_time_offset(s: Session, run: Run) -> timedelta:
+def campaign_time_offset(s: Session, run: Run,
+                         catalogue: Mapping[str, Manifest]) -> timedelta:
     """How far the run's points move to campaign time (zero outside compressed
     campaigns). The anchor defaults to the submission, in whole seconds, as the planner
-    takes it."""
+    takes it; the campaign is read against the ``catalogue`` (its proxy mode)."""
     if run.campaign_id is None:
         return timedelta(0)
     campaign = s.get(Campaign, run.campaign_id)
     if campaign is None:
         return timedelta(0)
     try:
-        spec = parse_spec(campaign.spec)
+        spec = parse_spec(campaign.spec, catalogue)
     except Invalid as e:  # stored before a validation rule tightened: wall time
         log.warning("campaign %s: %s; run %s is written at wall time", campaign.id, e, run.id)
         return timedelta(0)
@@ -272,7 +273,7 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50,
                     continue
                 built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run,
                                                           ctx.catalogue))
-                written = shifted(built.points, campaign_time_offset(s, run))
+                written = shifted(built.points, campaign_time_offset(s, run, ctx.catalogue))
             if not ingestclaims.renew(ctx, run_id, owner, lease_s=lease_s):
                 log.warning("run %s: another worker took over its ingest while this one "
                             "converted it (longer than the %.0f s lease, "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from orchestrator.catalogue.manifest import Manifest, proxy_modes
 from orchestrator.errors import Invalid
 from orchestrator.model.fleet import HEALTH_ORDER
 from orchestrator.model.ids import CampaignId, NodeId
@@ -62,13 +63,14 @@ FINISHED = (RunState.UPLOADING, RunState.DONE, RunState.CANCELLED)
 RETRIED = (RunState.FAILED, RunState.EXPIRED)
 
 
-def parse_spec(raw: Any) -> CampaignSpecV2:
+def parse_spec(raw: Any, catalogue: Mapping[str, Manifest]) -> CampaignSpecV2:
     """A campaign document of either version, or :class:`Invalid` saying what is wrong
-    (selection errors show the position with a caret; recurrence errors say why)."""
+    (selection errors show the position with a caret; recurrence errors say why).
+    Proxy mode is checked against the ``catalogue``'s manifests."""
     if not isinstance(raw, dict):
         raise Invalid("campaign spec must be a mapping (YAML or JSON object)")
     try:
-        return parse_campaign(raw)
+        return parse_campaign(raw, proxy_modes=proxy_modes(catalogue))
     except ValidationError as e:
         fields = "; ".join(
             f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors()
@@ -219,7 +221,7 @@ def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
     campaigns: list[PlanCampaign] = []
     for row in rows.values():
         try:
-            spec = parse_spec(row.spec)
+            spec = parse_spec(row.spec, ctx.catalogue)
         except Invalid as e:  # stored before a validation rule tightened: say so
             log.error("campaign %s cannot be planned: %s", row.id, e)
             row.decisions = [decision_doc(Decision(
