@@ -8,7 +8,6 @@ relative difference) is its study's, so the CLI shows what the installed studies
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
 
 from orchestrator.catalogue.plugins import installed
@@ -19,9 +18,9 @@ from orchestrator.study import ResultColumn, StudyLoadError
 BYTES = "bytes"
 
 
-@cache
 def installed_columns() -> tuple[ResultColumn, ...]:
-    """Every installed study's columns, in their entry points' order."""
+    """Every installed study's columns, in their entry points' order (read once per
+    command: the CLI is a process per command)."""
     out: list[ResultColumn] = []
     for study in installed():
         value = getattr(study.study, "columns", ())

@@ -12,6 +12,9 @@ behind it (docs/writing-a-study.md).
 
 from __future__ import annotations
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
 from orchestrator.analysis.units import rate_text
 from orchestrator.dataset.tables import (
     DIRECTION,
@@ -48,7 +51,13 @@ from orchestrator.pages.views import (
 )
 from orchestrator.services.access import Readable
 from orchestrator.study.model import ResultColumn, Study
-from orchestrator.study.registry import Studies, StudyLoadError, installed_studies_of, load
+from orchestrator.study.registry import (
+    Studies,
+    StudyLoadError,
+    forget,
+    installed_studies_of,
+    load,
+)
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.readers import (
     FieldSpec,
@@ -74,19 +83,24 @@ __all__ = [
     "MIN_CYCLE_SHARE",
     "BundlePoints",
     "ChoiceSource",
+    "Collector",
     "Column",
+    "CounterMetricFamily",
     "DerivedTable",
     "FieldSpec",
     "FieldValue",
     "Filters",
+    "GaugeMetricFamily",
     "Measurement",
+    "Metric",
     "Page",
     "PageBuilder",
     "Point",
     "PointTable",
     "Readable",
     "RecordsReader",
-    "ResultColumn", "ResultReader",
+    "ResultColumn",
+    "ResultReader",
     "Row",
     "RunContext",
     "RunInputs",
@@ -104,11 +118,13 @@ __all__ = [
     "cycle_verdict",
     "field_specs",
     "fmt",
+    "forget",
     "installed_studies_of",
     "load",
     "no_data",
     "point",
-    "point_table", "rate_text",
+    "point_table",
+    "rate_text",
     "result_rows",
     "select_points",
     "slug",

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client.registry import Collector
+
 from orchestrator.dataset.tables import DerivedTable, PointTable
 from orchestrator.pages.contrib import ChoiceSource, StudyPage
 from orchestrator.timeseries.readers import Measurement, RecordsReader, ResultReader
@@ -49,6 +51,8 @@ class Study:
     derived: tuple[DerivedTable, ...] = ()
     #: Its pages, each with its route and its place in the navigation.
     pages: tuple[StudyPage, ...] = ()
+    #: Its Prometheus series, served on ``/metrics`` after the core's.
+    collectors: tuple[Collector, ...] = ()
     #: Its columns in ``testbed results``.
     columns: tuple[ResultColumn, ...] = ()
     #: Measurements whose points fill the pages' filter drop-downs.
