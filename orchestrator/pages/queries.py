@@ -1,12 +1,12 @@
 """The pages' InfluxQL: the only module of the pages that knows the query language.
 
 Only plain InfluxQL over the v1 ``/query`` API, so the same queries run on InfluxDB
-1.x, 2.x and 3.x (docs/timeseries.md). Raw points are read (one ``tat_summary`` point
-per transfer, one ``abw`` point per estimate) and aggregated in Python by
-:mod:`.views`: hours and days must be the node's local time, which InfluxQL's
-``GROUP BY time()`` (UTC buckets, one offset per query) cannot give per node. No query
-uses ``GROUP BY time()``, so none needs a time bound to avoid InfluxDB 1.x filling
-buckets from 1970; a window is still applied when no campaign is chosen.
+1.x, 2.x and 3.x (docs/timeseries.md). Raw points are read (e.g. one ``tat_summary``
+point per transfer) and aggregated in Python by the pages' builders (the studies'):
+hours and days must be the node's local time, which InfluxQL's ``GROUP BY time()``
+(UTC buckets, one offset per query) cannot give per node. No query uses
+``GROUP BY time()``, so none needs a time bound to avoid InfluxDB 1.x filling buckets
+from 1970; a window is still applied when no campaign is chosen.
 
 Filter values reach the query only as escaped string literals. Points of runs the
 signed-in user may not read (another project's, services.access) are dropped as they
@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from orchestrator.analysis.proxy_data import SimHistory, SimId, histories
 from orchestrator.pages.data import Choice, Choices, Filters, Where
 from orchestrator.services.access import Readable
 from orchestrator.timeseries.influx import Series, literal
-from orchestrator.timeseries.proxyrows import campaign_points
 
 if TYPE_CHECKING:  # contrib imports this module for the store's protocol
     from orchestrator.pages.contrib import ChoiceSource
@@ -112,24 +110,3 @@ def choices(ts: TimeSeriesQuery, filters: Filters, *, readable: Readable,
                    operators=tuple(Choice(k, v) for k, v in sorted(operators.items(),
                                                                    key=lambda kv: kv[1])),
                    nodes=tuple(sorted(nodes)))
-
-
-# --- abw-proxy (orchestrator/pages/abwproxy.py) ----------------------------------------
-
-
-def proxy_histories(ts: TimeSeriesQuery, filters: Filters, *,
-                    readable: Readable) -> dict[SimId, SimHistory]:
-    """The chosen campaign's SIM histories (the planner's, timeseries.proxyrows), of the
-    runs the caller may read, narrowed to the operator and node filters; none without
-    a campaign (a proxy is per campaign)."""
-    if not filters.campaign:
-        return {}
-    tats, abws, modems = campaign_points(ts, filters.campaign)
-
-    def keep(sim: SimId, run: str) -> bool:
-        return (readable.run(run) and filters.operator in (None, sim.operator)
-                and filters.node in (None, sim.node))
-
-    return histories([t for t in tats if keep(t.sim, t.run)],
-                     [a for a in abws if keep(a.sim, a.run)],
-                     [m for m in modems if keep(m.sim, m.run)])

@@ -1,5 +1,5 @@
-"""The dashboard pages over HTTP: ``/`` (index), the time-series pages (the core's,
-:data:`STUDY_PAGES`, and every installed study's, :func:`study_router`),
+"""The dashboard pages over HTTP: ``/`` (index), the time-series pages (every installed
+study's, :func:`study_router`),
 ``/pages/{campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
@@ -41,7 +41,6 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.model.fleet import BadFleetFilter, parse_query
 from orchestrator.pages import campaigns, fleet, html, queries, views
-from orchestrator.pages.abwproxy import abw_proxy_page
 from orchestrator.pages.contrib import (
     PageBuilder,
     StudyPage,
@@ -208,14 +207,6 @@ def index(request: Request) -> Response:
                                 choices=Choices(), nav=navigation()))
 
 
-#: The study pages: each reads the store through the caller's filters and what they may
-#: read, and builds its page; the route around each is the same (:func:`_study_route`).
-STUDY_PAGES: dict[str, PageBuilder] = {
-    "/pages/abw-proxy": lambda ts, f, _z, r: abw_proxy_page(
-        queries.proxy_histories(ts, f, readable=r), filters=f),
-}
-
-
 def _study_route(build: PageBuilder) -> Callable[..., Response]:
     """A GET route for one study page: the four filters, each at most 200 characters."""
     def route(request: Request, campaign: Text = None, operator: Text = None,
@@ -225,14 +216,9 @@ def _study_route(build: PageBuilder) -> Callable[..., Response]:
     return route
 
 
-for _path, _build in STUDY_PAGES.items():
-    router.add_api_route(_path, _study_route(_build), methods=["GET"],
-                         response_class=HTMLResponse)
-
-
 def study_router(pages: Sequence[StudyPage]) -> APIRouter:
-    """The installed studies' pages (:mod:`.contrib`), served as the core's are; the
-    app factory includes it after :data:`router`."""
+    """The installed studies' pages (:mod:`.contrib`), with the core's sign-in, filters
+    and access rules; the app factory includes it after :data:`router`."""
     out = APIRouter(include_in_schema=False, tags=["pages"])
     for page in pages:
         out.add_api_route(f"/pages/{page.slug}", _study_route(page.build), methods=["GET"],

@@ -147,10 +147,6 @@ class NavEntry:
 #: The core's pages, as the index and the navigation list them; the studies' pages
 #: (:mod:`.contrib`) are listed among them by their order.
 CORE_PAGES = (
-    NavEntry("abw-proxy", "ABw proxy", "The calibrated TAT proxy per SIM: predicted "
-             "against measured TAT with 90 % intervals, their coverage on held-back TATs, "
-             "the median absolute error, and bytes spent against an all-TAT campaign "
-             "(docs/abw-proxy.md).", 90),
     NavEntry("campaigns", "Campaigns", "Each campaign's runs by state and the planner's "
              "decisions: what was deferred, skipped or rejected, and why.", 1000),
     NavEntry("fleet", "Fleet health", "Nodes by health (offline and stale first), last "

@@ -45,10 +45,11 @@ from orchestrator.scheduling.planner import (
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.spec import CampaignSpecV2, parse_campaign
 from orchestrator.schemas import PlanPublic
-from orchestrator.services import proxy, quotas
+from orchestrator.services import quotas
 from orchestrator.services.bookings import write_bookings
 from orchestrator.services.context import Context
 from orchestrator.services.history import link_history, rate_policy
+from orchestrator.services.planhooks import proxy_verdicts
 from orchestrator.services.runs import BOOKED
 from orchestrator.services.views import HealthFacts, NodeHealthRow, health_of
 from orchestrator.store.health import health_rank_sql
@@ -174,7 +175,8 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
                    campaign_ids: Sequence[str],
                    campaigns: Sequence[PlanCampaign] = ()) -> Snapshot:
     """The planner's input; ``campaigns`` in proxy mode also get their SIMs' answers to
-    "is a TAT needed now" (:mod:`orchestrator.services.proxy`)."""
+    "is the expensive measurement needed now", from the installed studies
+    (:mod:`orchestrator.services.planhooks`)."""
     nodes = s.scalars(select(Node).order_by(Node.id)).all()
     facts = [
         NodeFacts(
@@ -198,7 +200,7 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
         unavailable=unavailable_nodes(ctx, nodes, now),
         padding_s=sched.padding_s,
         rates=rate_policy(ctx.settings),
-        proxy=proxy.verdicts(ctx.timeseries, campaigns, facts, now),
+        proxy=proxy_verdicts(ctx.timeseries, campaigns, facts, now),
     )
 
 

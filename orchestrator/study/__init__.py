@@ -26,6 +26,7 @@ from orchestrator.dataset.tables import (
     TableSpec,
     point_table,
 )
+from orchestrator.model.ids import CampaignId, NodeId
 from orchestrator.pages import svg
 from orchestrator.pages.contrib import ChoiceSource, PageBuilder, StudyPage
 from orchestrator.pages.data import Filters, Where
@@ -49,7 +50,13 @@ from orchestrator.pages.views import (
     no_data,
     slug,
 )
+from orchestrator.quotas.ledger import SimKey
+from orchestrator.scheduling.recurrence import TimeScale
+from orchestrator.scheduling.selection import NodeFacts
+from orchestrator.scheduling.snapshot import Campaign
+from orchestrator.scheduling.spec import CampaignSpecV2
 from orchestrator.services.access import Readable
+from orchestrator.services.planhooks import ProxyVerdicts
 from orchestrator.study.model import ResultColumn, Study
 from orchestrator.study.registry import (
     Studies,
@@ -58,6 +65,7 @@ from orchestrator.study.registry import (
     installed_studies_of,
     load,
 )
+from orchestrator.timeseries.influx import TimeSeriesError, literal
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.readers import (
     FieldSpec,
@@ -68,6 +76,7 @@ from orchestrator.timeseries.readers import (
     field_specs,
 )
 from orchestrator.timeseries.schema import (
+    MODEM,
     BundlePoints,
     RunContext,
     bundle_points,
@@ -81,7 +90,11 @@ __all__ = [
     "MBPS",
     "METHOD",
     "MIN_CYCLE_SHARE",
+    "MODEM",
     "BundlePoints",
+    "Campaign",
+    "CampaignId",
+    "CampaignSpecV2",
     "ChoiceSource",
     "Collector",
     "Column",
@@ -93,10 +106,13 @@ __all__ = [
     "GaugeMetricFamily",
     "Measurement",
     "Metric",
+    "NodeFacts",
+    "NodeId",
     "Page",
     "PageBuilder",
     "Point",
     "PointTable",
+    "ProxyVerdicts",
     "Readable",
     "RecordsReader",
     "ResultColumn",
@@ -105,12 +121,15 @@ __all__ = [
     "RunContext",
     "RunInputs",
     "Section",
+    "SimKey",
     "Studies",
     "Study",
     "StudyLoadError",
     "StudyPage",
     "Table",
     "TableSpec",
+    "TimeScale",
+    "TimeSeriesError",
     "TimeSeriesQuery",
     "Where",
     "Zones",
@@ -120,6 +139,7 @@ __all__ = [
     "fmt",
     "forget",
     "installed_studies_of",
+    "literal",
     "load",
     "no_data",
     "point",

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from orchestrator.dataset.tables import DerivedTable, PointTable
 from orchestrator.pages.contrib import ChoiceSource, StudyPage
+from orchestrator.services.planhooks import ProxyVerdicts
 from orchestrator.timeseries.readers import Measurement, RecordsReader, ResultReader
 
 
@@ -51,6 +52,9 @@ class Study:
     derived: tuple[DerivedTable, ...] = ()
     #: Its pages, each with its route and its place in the navigation.
     pages: tuple[StudyPage, ...] = ()
+    #: Proxy mode's answers at each planning pass (does a SIM's next window need its
+    #: expensive measurement?), from the store.
+    proxy_verdicts: ProxyVerdicts | None = None
     #: Its Prometheus series, served on ``/metrics`` after the core's.
     collectors: tuple[Collector, ...] = ()
     #: Its columns in ``testbed results``.

@@ -22,6 +22,7 @@ from orchestrator.dataset.contrib import derived_tables, point_tables
 from orchestrator.dataset.tables import PointTable
 from orchestrator.metrics.contrib import installed_collectors
 from orchestrator.pages.contrib import StudyPage, installed_choice_sources, installed_pages
+from orchestrator.services.planhooks import installed_hooks
 from orchestrator.study.model import Study
 from orchestrator.timeseries.readers import Readers
 from orchestrator.timeseries.schema import installed_readers
@@ -57,7 +58,7 @@ def forget() -> None:
     """Forget the installed studies and every layer's contribution (each is loaded once
     per process): the next use loads them afresh, as after installing a study."""
     for cached in (installed, installed_readers, installed_pages, installed_choice_sources,
-                   point_tables, derived_tables, installed_collectors):
+                   point_tables, derived_tables, installed_collectors, installed_hooks):
         cached.cache_clear()
 
 
@@ -69,6 +70,7 @@ def load() -> Studies:
     derived_tables()
     installed_choice_sources()
     installed_collectors()
+    installed_hooks()
     return studies
 
 

@@ -34,10 +34,6 @@ from orchestrator.timeseries.readers import (
 )
 from testbed_common.untrusted import load_json, load_json_lines
 
-#: Measurements of studies (studies/tat, studies/abw_tat) that the ABw proxy still
-#: queries by name, until it moves to a study of its own.
-TAT_SUMMARY = "tat_summary"
-ABW = "abw"
 MODEM = "modem"
 GPS = "gps"
 SYSTEM = "system"

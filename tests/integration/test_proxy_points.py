@@ -17,21 +17,21 @@ from orchestrator.bootstrap import timeseries_client
 from orchestrator.catalogue.loader import load_catalogue
 from orchestrator.catalogue.manifest import proxy_modes
 from orchestrator.model.ids import CampaignId, NodeId
-from orchestrator.pages.abwproxy import abw_proxy_page
 from orchestrator.pages.data import Choices, Filters
 from orchestrator.pages.html import page_html
-from orchestrator.pages.queries import proxy_histories
 from orchestrator.quotas.ledger import SimKey
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.snapshot import Campaign
 from orchestrator.scheduling.spec import PROXY_MODES, CampaignSpecV2
 from orchestrator.services.access import Readable
-from orchestrator.services.proxy import verdicts
+from orchestrator.services.planhooks import proxy_verdicts as verdicts
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
-from orchestrator.timeseries.proxyrows import campaign_points
-from orchestrator.timeseries.schema import TAT_SUMMARY, RunContext, modem_points, point
+from orchestrator.timeseries.schema import RunContext, modem_points, point
+from studies.abw_proxy.page import abw_proxy_page, proxy_histories
+from studies.abw_proxy.rows import campaign_points
 from studies.abw_tat.points import abw_points
+from studies.tat.points import TAT_SUMMARY
 from tests.conftest import REPO
 from tests.integration import influxd
 from tests.integration.conftest import Api

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from orchestrator.pages.data import Filters, Where
-from orchestrator.timeseries.schema import ABW, RunContext, bundle_points
+from orchestrator.timeseries.schema import RunContext, bundle_points
+from studies.abw_tat.points import ABW
 from studies.abw_tools.page import AbwToolsRow, abw_tools_page
 from studies.abw_tools.points import ABW_TOOLS
 from testbed_kit.abw_tools import (

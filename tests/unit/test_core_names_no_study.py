@@ -104,3 +104,14 @@ def test_no_core_module_imports_a_result_formats_module_but_those_not_yet_moved(
                 found[path.relative_to(REPO).as_posix()] += [
                     m for m in modules if m in FORMAT_MODULES]
     assert {k: v for k, v in found.items() if v} == FORMAT_IMPORTS_NOT_YET_MOVED
+
+
+def test_tat_abw_tat_and_the_abw_proxy_are_their_studies_whole() -> None:
+    """Their pages, queries, release tables and the proxy's planning moved too: the core
+    keeps no module of theirs, and serves none of their pages itself."""
+    for gone in ("pages/abwproxy.py", "timeseries/proxyrows.py", "services/proxy.py"):
+        assert not (REPO / "orchestrator" / gone).exists(), gone
+    for folder in ("tat", "abw_tat", "abw_proxy"):
+        assert (REPO / "studies" / folder / "page.py").exists(), folder
+    from orchestrator.pages.views import CORE_PAGES
+    assert [e.slug for e in CORE_PAGES] == ["campaigns", "fleet"]

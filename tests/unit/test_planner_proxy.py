@@ -168,7 +168,7 @@ def test_a_store_that_does_not_answer_leaves_every_window_a_tat_without_back_off
     every proxy-mode window books its TAT."""
     import httpx
 
-    from orchestrator.services.proxy import verdicts
+    from orchestrator.services.planhooks import proxy_verdicts as verdicts
     from orchestrator.timeseries.influx import InfluxClient
 
     asked: list[str] = []

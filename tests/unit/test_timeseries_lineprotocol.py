@@ -14,7 +14,6 @@ from orchestrator.analysis.flows import analyse_capture
 from orchestrator.analysis.pcap import read_capture
 from orchestrator.timeseries.lineprotocol import Point, encode, encode_batch
 from orchestrator.timeseries.schema import (
-    ABW,
     TAGS,
     RunContext,
     bundle_points,
@@ -22,7 +21,7 @@ from orchestrator.timeseries.schema import (
     point,
     to_ns,
 )
-from studies.abw_tat.points import abw_points, abw_step
+from studies.abw_tat.points import ABW, abw_points, abw_step
 from studies.tat.points import tat_points
 from tests.conftest import experiments
 
