@@ -4,10 +4,9 @@ in the core packages' code (docstrings and comments aside: prose may cite a stud
 an experiment's name or holds a result format. Studies live in studies/, found by
 entry point; the import contracts (pyproject.toml) keep them out of the core.
 
-:data:`NOT_YET_MOVED` lists, file by file, what still names a study: the tat and abw-tat
-studies and the ABw proxy, which the core's own pages, release tables and proxy mode
-still read (docs/architecture.md, "Studies"). The test holds the list exactly, so a new
-name fails it and so does a name moved out without the list shrinking.
+:data:`NOT_YET_MOVED` lists, file by file, what still names a study: nothing since the
+tat and abw-tat studies and the ABw proxy moved whole (docs/architecture.md, "Studies").
+The test holds the list exactly, so a new name fails it.
 """
 
 from __future__ import annotations
