@@ -47,7 +47,8 @@ from orchestrator.analysis.flows import analyse_capture  # noqa: E402
 from orchestrator.analysis.packets import decode  # noqa: E402
 from orchestrator.analysis.pcap import iter_frames, read_capture  # noqa: E402
 from orchestrator.services.flowtool import analyse_file, find_tool  # noqa: E402
-from orchestrator.timeseries.schema import TAT, RunContext, point  # noqa: E402
+from orchestrator.timeseries.schema import RunContext, point  # noqa: E402
+from studies.tat.points import TAT  # noqa: E402
 from tests.integration import influxd  # noqa: E402
 
 RECORDER = ROOT / "tests/unit/fixtures/record-iperf3-pcap.sh"

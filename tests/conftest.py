@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
@@ -24,6 +25,14 @@ from typing import Any, NoReturn
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@cache
+def experiments() -> dict[str, Any]:
+    """The repository's experiment catalogue, as the orchestrator loads it (nothing of
+    the core reads it from the working directory: callers pass it)."""
+    from orchestrator.catalogue.loader import load_catalogue
+    return load_catalogue(REPO / "experiments")
 
 
 def load_server_module(name: str) -> ModuleType:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from orchestrator.analysis.abwtat import pair_sessions
-from orchestrator.dataset.tables import abw_rows, tat_summary_rows
-from orchestrator.pages.views import pair_table
+from studies.abw_tat.page import pair_table
+from studies.abw_tat.release import abw_rows, tat_summary_rows
 
 
 def page_summary(page: str) -> list[tuple[str, ...]]:

@@ -60,6 +60,24 @@ class IngestSpec(BaseModel):
     records: bool = True
 
 
+class ProxySpec(BaseModel):
+    """The experiment may run in a campaign's proxy mode (docs/abw-proxy.md): its cheap
+    signals every window, its expensive measurement only when the calibrated proxy
+    asks for one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    #: The parameter that counts the expensive measurement in a run: 0 is the cheap
+    #: session, and a proxy-mode step must not set it to 0 (its measurements calibrate).
+    calibration: str = Field(pattern=r"^[a-z_][a-z0-9_]{0,40}$")
+
+
+def proxy_modes(catalogue: Mapping[str, Manifest]) -> dict[str, str]:
+    """Each experiment that declares a proxy mode, with its calibration parameter: what
+    a campaign in proxy mode is checked against (``scheduling.spec.parse_campaign``)."""
+    return {name: m.proxy.calibration for name, m in sorted(catalogue.items())
+            if m.proxy is not None}
+
+
 # --- end of the study fields ---
 
 
@@ -105,6 +123,7 @@ class _ManifestDoc(BaseModel):
             raise ValueError(f"platforms {value} names one twice; list each once")
         return platforms
     # -- end platforms --
+    proxy: ProxySpec | None = None
 
     @field_validator("parameters")
     @classmethod
@@ -137,6 +156,7 @@ class Manifest:
     #: native tools.
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS
     native_tools: bool = False
+    proxy: ProxySpec | None = None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -204,6 +224,10 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
                 f"{source}: {key} uses {sorted(unknown)}, which are neither parameters "
                 f"nor {sorted(FORECAST_VARIABLES)}"
             )
+    if doc.proxy is not None and doc.proxy.calibration not in doc.parameters:
+        raise ManifestError(
+            f"{source}: proxy.calibration names {doc.proxy.calibration!r}, which is not "
+            f"one of its parameters {sorted(doc.parameters)}")
     manifest = Manifest(
         name=doc.name,
         version=doc.version,
@@ -219,6 +243,7 @@ def parse_manifest(text: str, *, source: str) -> Manifest:
         capabilities=tuple(doc.capabilities),
         platforms=tuple(doc.platforms),
         native_tools=doc.native_tools,
+        proxy=doc.proxy,
     )
     try:  # defaults must satisfy the schema, and forecasts must evaluate on them
         defaults = {k: s["default"] for k, s in doc.parameters.items() if "default" in s}

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from orchestrator.cli.client import api
-from orchestrator.cli.output import RUN_COLUMNS, print_data, print_decisions, rate
+from orchestrator.cli.output import RUN_COLUMNS, print_data, print_decisions
 from testbed_common import safeyaml
 
 
@@ -16,17 +16,19 @@ from testbed_common import safeyaml
 @click.pass_context
 def results_cmd(ctx: click.Context, campaign_id: str) -> None:
     """Key figures of every finished run of a campaign."""
+    # the studies (and the SDK they import) load only for this command: the CLI's other
+    # commands start without them
+    from orchestrator.cli.results import BYTES, figures, installed_columns, study_headers
+
     client = api(ctx)
     runs = client.call("GET", f"/api/v1/campaigns/{campaign_id}")["runs"]
     nodes = {n["id"]: n for n in client.call("GET", "/api/v1/nodes")}
+    columns = installed_columns()
     rows = []
     for r in runs:
         result = client.call("GET", f"/api/v1/runs/{r['id']}/result") if r["bundle_sha256"] else {}
         iface = {i["name"]: i for i in nodes.get(r["node"], {}).get("interfaces", [])}
         op = iface.get(r["interface"], {})
-        # tat: its mean; abw-tat: the session's TAT mean, ABw mean, RD and volume ratio
-        summary = result.get("summary") or {}
-        ratio = summary.get("volume_ratio_iface")
         rows.append(
             {
                 "run": r["id"],
@@ -35,18 +37,15 @@ def results_cmd(ctx: click.Context, campaign_id: str) -> None:
                 "operator": f"{op.get('operator', '?')} ({op.get('mcc_mnc', '?')})",
                 "experiment": r["experiment"],
                 "state": r["state"],
-                "tat": rate(result.get("mean_bps", summary.get("tat_mean_bps"))),
-                "abw": rate(summary.get("abw_mean_bps")),
-                "rd": f"{summary['rd']:.1%}" if summary.get("rd") is not None else "-",
-                "tat/abw bytes": f"{ratio:.1f}" if ratio else "-",
-                "bytes": result.get("bytes", summary.get("tat_iface_bytes", "-")),
+                # what the run's result means: its study's figures (cli.results)
+                **figures(result, columns),
             }
         )
     print_data(
         rows,
         ctx.obj["json"],
-        ["run", "node", "interface", "operator", "experiment", "state", "tat", "abw", "rd",
-         "tat/abw bytes", "bytes"],
+        ["run", "node", "interface", "operator", "experiment", "state",
+         *study_headers(columns), BYTES],
     )
 
 

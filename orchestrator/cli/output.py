@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from orchestrator.analysis.units import rate_text
+
 RUN_COLUMNS = ["id", "node", "interface", "experiment", "state", "not_before", "reason"]
 
 
@@ -34,7 +36,7 @@ def print_decisions(decisions: list[dict[str, Any]]) -> None:
 
 
 def rate(bps: Any) -> str:
-    return f"{bps / 1e6:.2f} Mbit/s" if isinstance(bps, int | float) else "-"
+    return rate_text(bps) or "-"
 
 
 def size(n: Any) -> str:

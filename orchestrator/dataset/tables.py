@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.analysis.abwtat import AbwRow, PairRow, TatSummaryRow, Where
 from orchestrator.analysis.flows import FlowStats
 from orchestrator.timeseries.lineprotocol import Point
-from orchestrator.timeseries.schema import ABW, GPS, MODEM, SYSTEM, TAT, TAT_SUMMARY
+from orchestrator.timeseries.schema import GPS, MODEM, SYSTEM
 
 #: Bumped when a column is renamed, removed or changes type or unit (not when one is
 #: added at the end): the release says it, and readers can check it.
@@ -75,26 +74,6 @@ METHOD = _c("method", "string", "ABw tool")
 #: Every field a point table may carry, declared as every other column; a point
 #: table names the ones it keeps (:func:`_fields`).
 _FIELDS: dict[str, Column] = {c.name: c for c in (
-    _c("bps", "number", "Rate in the bin", "bit/s"),
-    _c("bytes", "integer", "Bytes", "byte"),
-    _c("duration_s", "number", "Duration", "s"),
-    _c("mean_bps", "number", "Mean rate of the transfer (receiver)", "bit/s"),
-    _c("sender_bytes", "integer", "Bytes the sender sent (what the SIM paid)", "byte"),
-    _c("retransmits", "integer", "TCP retransmissions the sender counted"),
-    _c("bins", "integer", "Rate bins of the transfer"),
-    _c("policing", "string", "Policing profile of the transfer"),
-    _c("stable_bps", "number", "Rate after the policing profile settled", "bit/s"),
-    _c("time_to_90_s", "number", "Time to 90% of the stable rate", "s"),
-    _c("peak_bps", "number", "Peak rate before policing", "bit/s"),
-    _c("drop_s", "number", "When the rate dropped to the policed rate", "s"),
-    _c("estimate_bps", "number", "Available-bandwidth estimate", "bit/s"),
-    _c("low_bps", "number", "Lower bound of the estimate", "bit/s"),
-    _c("high_bps", "number", "Upper bound of the estimate", "bit/s"),
-    _c("latency_s", "number", "Time the estimate took", "s"),
-    _c("packets_sent", "integer", "Probe packets sent"),
-    _c("loss", "number", "Probe loss ratio", "1"),
-    _c("rtt_s", "number", "Round-trip time", "s"),
-    _c("step", "integer", "Session step of the estimate, empty for a plain ABw run"),
     _c("rssi", "number", "Received signal strength", "dBm"),
     _c("rsrp", "number", "Reference signal received power", "dBm"),
     _c("rsrq", "number", "Reference signal received quality", "dB"),
@@ -125,45 +104,47 @@ class PointTable:
     measurement: str
     tags: tuple[str, ...]  # extra tags beyond the place and the run
     fields: tuple[str, ...]
+    #: Its place among the release's point tables: the first-party studies' at 10-30,
+    #: the agent's samples at 100-120, other studies' after them in name order.
+    order: int = 500
+
+
+@dataclass(frozen=True)
+class DerivedTable:
+    """A table made from other tables' rows once every run is collected (e.g. pairs of
+    two measurements' rows), listed after the point tables; ``rows`` also gives the
+    notes the release's caveats carry."""
+
+    spec: TableSpec
+    rows: Callable[[Mapping[str, Sequence[Row]]], tuple[list[Row], list[str]]]
 
 
 def point_table(name: str, title: str, description: str, measurement: str, *,
-                tags: tuple[Column, ...], fields: tuple[Column, ...]) -> PointTable:
+                tags: tuple[Column, ...], fields: tuple[Column, ...],
+                order: int = 500) -> PointTable:
     """A table of one measurement's points: time, time zone, place and run columns,
     then ``tags`` and ``fields`` (a study's release table is one of these)."""
     columns = (TIME, ZONE, *PLACE, *RUN, *tags, *fields)
     key = ("time_utc", "node", "interface", "run", *(t.name for t in tags))
     return PointTable(TableSpec(name, title, description, columns, key), measurement,
-                      tuple(t.name for t in tags), tuple(f.name for f in fields))
+                      tuple(t.name for t in tags), tuple(f.name for f in fields), order)
 
 
 def _point_table(name: str, title: str, description: str, measurement: str,
-                 tags: tuple[Column, ...], fields: tuple[str, ...]) -> PointTable:
+                 tags: tuple[Column, ...], fields: tuple[str, ...], order: int) -> PointTable:
     return point_table(name, title, description, measurement, tags=tags,
-                       fields=_fields(*fields))
+                       fields=_fields(*fields), order=order)
 
 
 POINT_TABLES = (
-    _point_table("tat_bins", "TAT bins", "Each TAT transfer's receiver rate per bin "
-                 "(100 ms), stamped at the bin's start", TAT, (DIRECTION,),
-                 ("bps", "bytes", "duration_s")),
-    _point_table("tat_summaries", "TAT summaries", "One row per TAT transfer: mean rate, "
-                 "bytes and policing profile, stamped at the transfer's start", TAT_SUMMARY,
-                 (DIRECTION,), ("mean_bps", "bytes", "sender_bytes", "duration_s",
-                                "retransmits", "bins", "policing", "stable_bps",
-                                "time_to_90_s", "peak_bps", "drop_s")),
-    _point_table("abw_estimates", "ABw estimates", "One row per available-bandwidth "
-                 "estimate, stamped at its start", ABW, (DIRECTION, METHOD),
-                 ("estimate_bps", "low_bps", "high_bps", "latency_s", "bytes",
-                  "packets_sent", "loss", "rtt_s", "step")),
     _point_table("modem", "Modem metadata", "The agent's modem samples over each run",
-                 MODEM, (), ("rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat")),
+                 MODEM, (), ("rssi", "rsrp", "rsrq", "sinr", "cell_id", "band", "rat"), 100),
     _point_table("positions", "Node positions", "The agent's GPS fixes over each run, "
                  "coarsened to the release's grid", GPS, (),
-                 ("lat", "lon", "alt_m", "speed_mps")),
+                 ("lat", "lon", "alt_m", "speed_mps"), 110),
     _point_table("system_health", "System health", "The node's health samples over each "
                  "run", SYSTEM, (), ("cpu_pct", "mem_pct", "temperature_c",
-                                     "disk_free_bytes")),
+                                     "disk_free_bytes"), 120),
 )
 
 RUNS = TableSpec(
@@ -182,27 +163,6 @@ RUNS = TableSpec(
         SESSION,
     ),
     ("run",),
-)
-
-SESSIONS = TableSpec(
-    "abw_tat_sessions", "ABw-TAT session pairs",
-    "Each TAT transfer paired with the nearest run of each ABw tool in its session, as "
-    "the ABw vs TAT page pairs them: RD = |TAT - ABw| / TAT",
-    (
-        _c("node", "string", "Node id"),
-        _c("country", "string", "Country of the node"),
-        _c("operator", "string", "Operator of the SIM as MCC-MNC"),
-        _c("operator_name", "string", "Operator's name"),
-        METHOD,
-        _c("tat_bps", "number", "TAT mean rate", "bit/s"),
-        _c("abw_bps", "number", "Mean of the paired ABw run's estimates", "bit/s"),
-        _c("rd", "number", "Relative difference |TAT - ABw| / TAT", "1"),
-        _c("abs_diff_bps", "number", "|TAT - ABw|", "bit/s"),
-        _c("abw_latency_mean_s", "number", "Mean time per ABw estimate", "s"),
-        _c("tat_bytes", "integer", "Bytes the TAT transfer sent", "byte"),
-        _c("abw_bytes", "integer", "Bytes the ABw run sent", "byte"),
-    ),
-    ("node", "operator", "method", "tat_bps", "abw_bps"),
 )
 
 FLOWS = TableSpec(
@@ -232,7 +192,7 @@ FLOWS = TableSpec(
      "server_port"),
 )
 
-TABLES: tuple[TableSpec, ...] = (RUNS, *(t.spec for t in POINT_TABLES), SESSIONS, FLOWS)
+TABLES: tuple[TableSpec, ...] = (RUNS, *(t.spec for t in POINT_TABLES), FLOWS)
 
 
 def us(time_ns: int) -> int:
@@ -286,62 +246,6 @@ def _text(addr: bytes) -> str:
 
 def parameters_text(parameters: Mapping[str, Any]) -> str:
     return json.dumps(parameters, sort_keys=True, separators=(",", ":"))
-
-
-def _where(row: Mapping[str, Any]) -> Where:
-    return Where(node=str(row["node"] or ""), country=str(row["country"] or ""),
-                 operator=str(row["operator"] or ""),
-                 operator_name=str(row["operator_name"] or ""))
-
-
-def tat_summary_rows(rows: Iterable[Mapping[str, Any]]) -> list[TatSummaryRow]:
-    """The ``tat_summaries`` table's rows as the page's rows (time in µs or a datetime),
-    so a release's reader pairs them with the same code as the page."""
-    return [TatSummaryRow(
-        time_ns=_ns(r["time_utc"]), where=_where(r), campaign=str(r["campaign"] or ""),
-        run=str(r["run"]), session=str(r["session"] or ""), direction=str(r["direction"]),
-        mean_bps=float(r["mean_bps"]),
-        sender_bytes=int(r["sender_bytes"] or r["bytes"] or 0))
-        for r in rows if r.get("mean_bps") is not None]
-
-
-def abw_rows(rows: Iterable[Mapping[str, Any]]) -> list[AbwRow]:
-    """The ``abw_estimates`` table's rows as the page's rows."""
-    return [AbwRow(
-        time_ns=_ns(r["time_utc"]), where=_where(r), campaign=str(r["campaign"] or ""),
-        run=str(r["run"]), session=str(r["session"] or ""), direction=str(r["direction"]),
-        method=str(r["method"]), estimate_bps=float(r["estimate_bps"]),
-        latency_s=float(r["latency_s"] or 0.0), bytes=int(r["bytes"] or 0),
-        step=None if _missing(r.get("step")) else int(r["step"]))
-        for r in rows if r.get("estimate_bps") is not None]
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and v != v)  # a pandas NaN
-
-
-def _ns(v: Any) -> int:
-    if isinstance(v, int):
-        return v * 1000
-    stamp: Callable[[], float] | None = getattr(v, "timestamp", None)
-    if stamp is None:
-        raise ValueError(f"time_utc {v!r} is neither microseconds nor a datetime")
-    value = getattr(v, "value", None)  # a pandas Timestamp: nanoseconds exactly
-    if isinstance(value, int):
-        return value
-    seconds, micros = divmod(round(stamp() * 1e6), 1_000_000)
-    return seconds * 1_000_000_000 + micros * 1000
-
-
-def session_rows(pairs: Iterable[PairRow]) -> list[Row]:
-    return [{
-        "node": p.where.node, "country": p.where.country, "operator": p.where.operator,
-        "operator_name": p.where.operator_name, "method": p.method, "tat_bps": p.tat_bps,
-        "abw_bps": p.abw_bps, "rd": p.rd, "abs_diff_bps": p.abs_diff_bps,
-        "abw_latency_mean_s": (sum(p.latencies_s) / len(p.latencies_s)
-                               if p.latencies_s else None),
-        "tat_bytes": p.tat_bytes, "abw_bytes": p.abw_bytes,
-    } for p in pairs]
 
 
 def sort_key(spec: TableSpec) -> Callable[[Row], tuple[Any, ...]]:

@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from orchestrator.metrics.contrib import study_families
 from orchestrator.metrics.exposition import GaugeText, encode, label_set
 from orchestrator.model.fleet import HEALTH_ORDER
 from orchestrator.services.context import Context
@@ -64,13 +65,15 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._aggregates(self._read())
+        yield from study_families()
 
     def exposition(self) -> bytes:
-        """What Prometheus scrapes: the aggregates, then (full view) each node's and
-        each SIM's series, all read in one scrape's queries."""
+        """What Prometheus scrapes: the aggregates and the installed studies' series
+        (:mod:`.contrib`), then (full view) each node's and each SIM's series, all read
+        in one scrape's queries."""
         state = self._read()
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families(list(self._aggregates(state))))
+        registry.register(_Families([*self._aggregates(state), *study_families()]))
         body = generate_latest(registry)
         if self.per_sim:
             body += encode([*_nodes(state.nodes, state.now), *_quotas(state.sims)])

@@ -26,6 +26,15 @@ PageBuilder = Callable[[TimeSeriesQuery, Filters, Zones, Readable], Page]
 
 
 @dataclass(frozen=True)
+class ChoiceSource:
+    """A measurement whose points fill the pages' filter drop-downs: the campaigns,
+    operators and nodes that have a ``field`` in it (a study's main measurement)."""
+
+    measurement: str
+    field: str
+
+
+@dataclass(frozen=True)
 class StudyPage:
     """One page of a study."""
 
@@ -33,8 +42,9 @@ class StudyPage:
     title: str  # its name in the navigation and on the index
     summary: str  # what it shows, on the index
     build: PageBuilder
-    #: Its place in the navigation: the core's pages are at multiples of 10 (hourly 10,
-    #: daily 20, ABw vs TAT 30, time of day 40, ABw proxy 90), campaigns and fleet last.
+    #: Its place in the navigation: the first-party studies' pages are at multiples of 10
+    #: (hourly 10, daily 20, ABw vs TAT 30, time of day 40, ABw proxy 90), the core's
+    #: campaigns and fleet last (1000, 1010).
     order: int = 500
 
     @property
@@ -67,6 +77,26 @@ def pages_of(studies: Iterable[Loaded]) -> tuple[StudyPage, ...]:
 def installed_pages() -> tuple[StudyPage, ...]:
     """The installed studies' pages (loaded once per process)."""
     return pages_of(installed())
+
+
+def choice_sources_of(studies: Iterable[Loaded]) -> tuple[ChoiceSource, ...]:
+    """The studies' sources of the filter drop-downs, each once."""
+    out: list[ChoiceSource] = []
+    for study in studies:
+        value = getattr(study.study, "choices", ())
+        for source in value if isinstance(value, tuple | list) else (value,):
+            if not isinstance(source, ChoiceSource):
+                raise StudyLoadError(f"study {study.entry_point}: its choices must be "
+                                     "ChoiceSource objects (orchestrator.study.ChoiceSource)")
+            if source not in out:
+                out.append(source)
+    return tuple(out)
+
+
+@cache
+def installed_choice_sources() -> tuple[ChoiceSource, ...]:
+    """The installed studies' sources of the filter drop-downs (loaded once)."""
+    return choice_sources_of(installed())
 
 
 def navigation(pages: Iterable[StudyPage] | None = None) -> tuple[NavEntry, ...]:

@@ -1,12 +1,12 @@
 """The pages' InfluxQL: the only module of the pages that knows the query language.
 
 Only plain InfluxQL over the v1 ``/query`` API, so the same queries run on InfluxDB
-1.x, 2.x and 3.x (docs/timeseries.md). Raw points are read (one ``tat_summary`` point
-per transfer, one ``abw`` point per estimate) and aggregated in Python by
-:mod:`.views`: hours and days must be the node's local time, which InfluxQL's
-``GROUP BY time()`` (UTC buckets, one offset per query) cannot give per node. No query
-uses ``GROUP BY time()``, so none needs a time bound to avoid InfluxDB 1.x filling
-buckets from 1970; a window is still applied when no campaign is chosen.
+1.x, 2.x and 3.x (docs/timeseries.md). Raw points are read (e.g. one ``tat_summary``
+point per transfer) and aggregated in Python by the pages' builders (the studies'):
+hours and days must be the node's local time, which InfluxQL's ``GROUP BY time()``
+(UTC buckets, one offset per query) cannot give per node. No query uses
+``GROUP BY time()``, so none needs a time bound to avoid InfluxDB 1.x filling buckets
+from 1970; a window is still applied when no campaign is chosen.
 
 Filter values reach the query only as escaped string literals. Points of runs the
 signed-in user may not read (another project's, services.access) are dropped as they
@@ -15,14 +15,15 @@ are read: the store's points carry run and campaign ids, not the project.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from orchestrator.analysis.proxy_data import SimHistory, SimId, histories
-from orchestrator.pages.data import AbwRow, Choice, Choices, Filters, TatSummaryRow, Where
+from orchestrator.pages.data import Choice, Choices, Filters, Where
 from orchestrator.services.access import Readable
 from orchestrator.timeseries.influx import Series, literal
-from orchestrator.timeseries.proxyrows import campaign_points
-from orchestrator.timeseries.schema import ABW, TAT_SUMMARY
+
+if TYPE_CHECKING:  # contrib imports this module for the store's protocol
+    from orchestrator.pages.contrib import ChoiceSource
 
 PLACE_TAGS = ("node", "country", "operator", "operator_name")
 RUN_TAGS = ("campaign", "run", "session", "direction")
@@ -60,14 +61,6 @@ def _select(measurement: str, fields: tuple[str, ...], filters: Filters) -> str:
     return f"SELECT {cols} FROM {ident(measurement)}{where_clause(filters)}"
 
 
-def tat_summary_query(filters: Filters) -> str:
-    return _select(TAT_SUMMARY, ("mean_bps", "sender_bytes", "bytes"), filters)
-
-
-def abw_query(filters: Filters) -> str:
-    return _select(ABW, ("estimate_bps", "latency_s", "bytes", "method", "step"), filters)
-
-
 def _rows(series: list[Series]) -> list[dict[str, Any]]:
     return [row for s in series for row in s.rows()]
 
@@ -90,75 +83,30 @@ text = _s
 where_of = _where
 
 
-def tat_summaries(ts: TimeSeriesQuery, filters: Filters, *,
-                  readable: Readable) -> list[TatSummaryRow]:
-    out = []
-    for row in _rows(ts.query(tat_summary_query(filters))):
-        if row.get("mean_bps") is None or not readable.run(_s(row, "run")):
-            continue
-        out.append(TatSummaryRow(
-            time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
-            run=_s(row, "run"), session=_s(row, "session"), direction=_s(row, "direction"),
-            mean_bps=float(row["mean_bps"]),
-            sender_bytes=int(row.get("sender_bytes") or row.get("bytes") or 0)))
-    return out
-
-
-def abw_estimates(ts: TimeSeriesQuery, filters: Filters, *,
-                  readable: Readable) -> list[AbwRow]:
-    out = []
-    for row in _rows(ts.query(abw_query(filters))):
-        if row.get("estimate_bps") is None or not readable.run(_s(row, "run")):
-            continue
-        out.append(AbwRow(
-            time_ns=int(row["time"]), where=_where(row), campaign=_s(row, "campaign"),
-            run=_s(row, "run"), session=_s(row, "session"), direction=_s(row, "direction"),
-            method=_s(row, "method"), estimate_bps=float(row["estimate_bps"]),
-            latency_s=float(row.get("latency_s") or 0.0), bytes=int(row.get("bytes") or 0),
-            step=None if row.get("step") is None else int(row["step"])))
-    return out
-
-
-def choices(ts: TimeSeriesQuery, filters: Filters, *, readable: Readable) -> Choices:
+def choices(ts: TimeSeriesQuery, filters: Filters, *, readable: Readable,
+            sources: Sequence[ChoiceSource]) -> Choices:
     """Campaigns (the caller's), operators (with names) and nodes (the shared fleet)
-    that have TAT transfers."""
-    campaigns = sorted({_s(r, "value") for r in _rows(ts.query(
-        f'SHOW TAG VALUES FROM {ident(TAT_SUMMARY)} WITH KEY = "campaign"'))})
-    combos = ts.query(f'SELECT count("mean_bps") FROM {ident(TAT_SUMMARY)}'
-                      f"{where_clause(filters, narrow=False)} "
-                      'GROUP BY "operator", "operator_name", "node"')
+    that have points in the installed studies' sources (:class:`~.contrib.ChoiceSource`:
+    the TAT transfers for the first-party studies)."""
+    campaigns: set[str] = set()
     operators: dict[str, str] = {}
     nodes: set[str] = set()
-    for s in combos:
-        where = Where(node=s.tags.get("node", ""), country="",
-                      operator=s.tags.get("operator", ""),
-                      operator_name=s.tags.get("operator_name", ""))
-        if where.operator:
-            operators[where.operator] = where.operator_label
-        if where.node:
-            nodes.add(where.node)
-    return Choices(campaigns=tuple(c for c in campaigns if c and readable.campaign(c)),
+    for source in sources:
+        campaigns |= {_s(r, "value") for r in _rows(ts.query(
+            f'SHOW TAG VALUES FROM {ident(source.measurement)} WITH KEY = "campaign"'))}
+        combos = ts.query(f'SELECT count({ident(source.field)}) '
+                          f'FROM {ident(source.measurement)}'
+                          f"{where_clause(filters, narrow=False)} "
+                          'GROUP BY "operator", "operator_name", "node"')
+        for s in combos:
+            where = Where(node=s.tags.get("node", ""), country="",
+                          operator=s.tags.get("operator", ""),
+                          operator_name=s.tags.get("operator_name", ""))
+            if where.operator:
+                operators[where.operator] = where.operator_label
+            if where.node:
+                nodes.add(where.node)
+    return Choices(campaigns=tuple(c for c in sorted(campaigns) if c and readable.campaign(c)),
                    operators=tuple(Choice(k, v) for k, v in sorted(operators.items(),
                                                                    key=lambda kv: kv[1])),
                    nodes=tuple(sorted(nodes)))
-
-
-# --- abw-proxy (orchestrator/pages/abwproxy.py) ----------------------------------------
-
-
-def proxy_histories(ts: TimeSeriesQuery, filters: Filters, *,
-                    readable: Readable) -> dict[SimId, SimHistory]:
-    """The chosen campaign's SIM histories (the planner's, timeseries.proxyrows), of the
-    runs the caller may read, narrowed to the operator and node filters; none without
-    a campaign (a proxy is per campaign)."""
-    if not filters.campaign:
-        return {}
-    tats, abws, modems = campaign_points(ts, filters.campaign)
-
-    def keep(sim: SimId, run: str) -> bool:
-        return (readable.run(run) and filters.operator in (None, sim.operator)
-                and filters.node in (None, sim.node))
-
-    return histories([t for t in tats if keep(t.sim, t.run)],
-                     [a for a in abws if keep(a.sim, a.run)],
-                     [m for m in modems if keep(m.sim, m.run)])

@@ -1,5 +1,5 @@
-"""The dashboard pages over HTTP: ``/`` (index), the time-series pages (the core's,
-:data:`STUDY_PAGES`, and every installed study's, :func:`study_router`),
+"""The dashboard pages over HTTP: ``/`` (index), the time-series pages (every installed
+study's, :func:`study_router`),
 ``/pages/{campaigns,fleet}``, ``/pages/login`` and ``/pages/logout``.
 
 What the routes need from the app (set by the app factory):
@@ -41,8 +41,12 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import Conflict, Forbidden, NotFound, TestbedError, Unauthorized
 from orchestrator.model.fleet import BadFleetFilter, parse_query
 from orchestrator.pages import campaigns, fleet, html, queries, views
-from orchestrator.pages.abwproxy import abw_proxy_page
-from orchestrator.pages.contrib import PageBuilder, StudyPage, navigation
+from orchestrator.pages.contrib import (
+    PageBuilder,
+    StudyPage,
+    installed_choice_sources,
+    navigation,
+)
 from orchestrator.pages.data import MAX_DAYS, Choices, Filters
 from orchestrator.pages.forms import BadForm, read_form
 from orchestrator.services.access import readable
@@ -185,7 +189,8 @@ def _page(request: Request, build: PageBuilder, *, campaign: str | None,
     mine = readable(_ctx(request), principal)
     try:
         page = build(ts, filters, zones, mine)
-        choices = queries.choices(ts, filters, readable=mine)
+        choices = queries.choices(ts, filters, readable=mine,
+                                  sources=installed_choice_sources())
     except TimeSeriesError as e:
         return _html(html.error_html(nav=navigation(), title="Time series unavailable",
                                      message=str(e)), 503)
@@ -202,23 +207,6 @@ def index(request: Request) -> Response:
                                 choices=Choices(), nav=navigation()))
 
 
-#: The study pages: each reads the store through the caller's filters and what they may
-#: read, and builds its page; the route around each is the same (:func:`_study_route`).
-STUDY_PAGES: dict[str, PageBuilder] = {
-    "/pages/hourly": lambda ts, f, z, r: views.hourly_page(
-        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-    "/pages/daily": lambda ts, f, z, r: views.daily_page(
-        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-    "/pages/abw-tat": lambda ts, f, _z, r: views.abw_tat_page(
-        queries.tat_summaries(ts, f, readable=r), queries.abw_estimates(ts, f, readable=r),
-        filters=f),
-    "/pages/time-of-day": lambda ts, f, z, r: views.timeofday_page(
-        queries.tat_summaries(ts, f, readable=r), zones=z, filters=f),
-    "/pages/abw-proxy": lambda ts, f, _z, r: abw_proxy_page(
-        queries.proxy_histories(ts, f, readable=r), filters=f),
-}
-
-
 def _study_route(build: PageBuilder) -> Callable[..., Response]:
     """A GET route for one study page: the four filters, each at most 200 characters."""
     def route(request: Request, campaign: Text = None, operator: Text = None,
@@ -228,14 +216,9 @@ def _study_route(build: PageBuilder) -> Callable[..., Response]:
     return route
 
 
-for _path, _build in STUDY_PAGES.items():
-    router.add_api_route(_path, _study_route(_build), methods=["GET"],
-                         response_class=HTMLResponse)
-
-
 def study_router(pages: Sequence[StudyPage]) -> APIRouter:
-    """The installed studies' pages (:mod:`.contrib`), served as the core's are; the
-    app factory includes it after :data:`router`."""
+    """The installed studies' pages (:mod:`.contrib`), with the core's sign-in, filters
+    and access rules; the app factory includes it after :data:`router`."""
     out = APIRouter(include_in_schema=False, tags=["pages"])
     for page in pages:
         out.add_api_route(f"/pages/{page.slug}", _study_route(page.build), methods=["GET"],

@@ -23,6 +23,7 @@ time compression::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -31,6 +32,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -159,9 +161,10 @@ class Daily(BaseModel):
 
 Recurrence = Annotated[Asap | Idle | Every | Daily, Field(discriminator="kind")]
 
-#: The one experiment a campaign in proxy mode may run: its ABw steps are the proxy's
-#: signals and its TAT steps the proxy's calibration (``tats: 0`` drops them).
-PROXY_EXPERIMENT = "abw-tat"
+#: The validation context's key (``parse_campaign(..., proxy_modes=...)``): the
+#: experiments that declare a proxy mode in their manifest (``proxy.calibration``), each
+#: with the parameter that counts its calibrating measurements.
+PROXY_MODES = "proxy_modes"
 
 
 class Proxy(BaseModel):
@@ -172,7 +175,9 @@ class Proxy(BaseModel):
     SIM is booked one window ahead, so each decision sees the results before it."""
 
     model_config = ConfigDict(extra="forbid")
-    cheap_parameters: dict[str, Any] = Field(default_factory=lambda: {"tats": 0},
+    #: The cheap session's parameters over the step's; by default the experiment's
+    #: calibration parameter at 0 (filled in when the spec is checked).
+    cheap_parameters: dict[str, Any] = Field(default_factory=dict,
                                              max_length=bounds.MAX_PARAMETERS)
     #: A TAT runs when the 90 % interval's width (high - low) exceeds this share of the
     #: predicted rate.
@@ -229,19 +234,30 @@ class CampaignSpecV2(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _proxy_mode(self) -> CampaignSpecV2:
+    def _proxy_mode(self, info: ValidationInfo) -> CampaignSpecV2:
         if self.proxy is None:
             return self
-        if len(self.steps) != 1 or self.steps[0].experiment != PROXY_EXPERIMENT:
-            raise ValueError(f"proxy mode runs one step, the {PROXY_EXPERIMENT} session "
-                             "(its ABw steps are the proxy's signals, its TATs the "
-                             "calibration)")
-        if self.steps[0].parameters.get("tats", 1) == 0:
-            raise ValueError("proxy mode's step must measure TAT (not tats: 0): its TATs "
-                             "calibrate the proxy; the cheap session is cheap_parameters")
+        modes: Mapping[str, str] | None = (info.context or {}).get(PROXY_MODES)
+        if modes is None:
+            raise ValueError("proxy mode is checked against the experiments' manifests: "
+                             "parse the campaign with the catalogue's proxy modes "
+                             "(parse_campaign(raw, proxy_modes=...))")
+        if len(self.steps) != 1 or self.steps[0].experiment not in modes:
+            raise ValueError(
+                "proxy mode runs one step, of an experiment whose manifest declares a "
+                f"proxy mode (proxy.calibration): {', '.join(modes) or 'none installed'} "
+                "(its cheap steps are the proxy's signals, its calibrating ones the "
+                "calibration)")
+        calibration = modes[self.steps[0].experiment]
+        if self.steps[0].parameters.get(calibration, 1) == 0:
+            raise ValueError(f"proxy mode's step must measure TAT (not {calibration}: 0): "
+                             "its measurements calibrate the proxy; the cheap session is "
+                             "cheap_parameters")
         if self.recurrence.kind not in ("every", "daily"):
             raise ValueError("proxy mode needs a recurring campaign (kind every or daily): "
                              "the proxy learns from the SIM's earlier sessions")
+        if not self.proxy.cheap_parameters:
+            self.proxy.cheap_parameters = {calibration: 0}
         return self
 
     def cheap_steps(self) -> list[StepSpec]:
@@ -308,10 +324,15 @@ def from_v1(spec: CampaignSpec) -> CampaignSpecV2:
     )
 
 
-def parse_campaign(raw: dict[str, Any]) -> CampaignSpecV2:
+def parse_campaign(raw: dict[str, Any], *,
+                   proxy_modes: Mapping[str, str] | None = None) -> CampaignSpecV2:
     """A campaign document of either version (no ``version`` key: version 1).
-    Raises pydantic's ``ValidationError`` (a ValueError) or :class:`Invalid`."""
+    ``proxy_modes``: the catalogue's experiments that declare a proxy mode, with their
+    calibration parameter (``catalogue.manifest.proxy_modes``); a campaign in proxy
+    mode is refused without them. Raises pydantic's ``ValidationError`` (a
+    ValueError) or :class:`Invalid`."""
     if raw.get("version", 1) == 1:
         return from_v1(CampaignSpec.model_validate({k: v for k, v in raw.items()
                                                     if k != "version"}))
-    return CampaignSpecV2.model_validate(raw)
+    context = None if proxy_modes is None else {PROXY_MODES: proxy_modes}
+    return CampaignSpecV2.model_validate(raw, context=context)

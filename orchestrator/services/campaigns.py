@@ -51,7 +51,7 @@ WITH_DATA = (RunState.DEPLOYING, RunState.RUNNING, RunState.UPLOADING, RunState.
 
 
 def submit_campaign(ctx: Context, principal: Principal, raw: dict[str, Any]) -> CampaignPublic:
-    spec = parse_spec(raw)
+    spec = parse_spec(raw, ctx.catalogue)
     now = ctx.clock.now()
     check_ahead(spec, now=now,
                 max_ahead=timedelta(days=ctx.settings.scheduling.campaign_max_ahead_days))

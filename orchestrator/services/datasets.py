@@ -24,14 +24,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from orchestrator.analysis.abwtat import pair_sessions
 from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.pcap import CaptureError
 from orchestrator.dataset import contrib
 from orchestrator.dataset import tables as T
 from orchestrator.dataset.anonymise import Anonymiser, coarsen
 from orchestrator.dataset.captures import anonymise_capture
-from orchestrator.dataset.contrib import point_tables
+from orchestrator.dataset.contrib import derived_tables, point_tables
 from orchestrator.dataset.records import publish_records
 from orchestrator.dataset.release import Exclusion, Release
 from orchestrator.dataset.room import footprint, refusal
@@ -264,7 +263,7 @@ def _load_runs(ctx: Context, run_ids: Sequence[str]) -> list[_RunRecord]:
             out.append(_RunRecord(
                 run=run, context=run_context(node, run, ctx.catalogue),
                 zone=(node.timezone if node else "") or "UTC",
-                offset=campaign_time_offset(s, run),
+                offset=campaign_time_offset(s, run, ctx.catalogue),
                 bundle=ctx.archive.absolute(bundle.path) if bundle else None,
                 start_us=start, end_us=end))
         s.expunge_all()
@@ -360,10 +359,10 @@ def build_release(ctx: Context, req: BuildRequest, *,
             _collect_run(ctx, req, rec, anon, names, got)
         if progress is not None:
             progress(n, len(runs))
-    pairs, pair_notes = pair_sessions(
-        T.tat_summary_rows(got.rows["tat_summaries"]), T.abw_rows(got.rows["abw_estimates"]))
-    got.rows["abw_tat_sessions"] = T.session_rows(pairs)
-    got.notes += pair_notes
+    for derived in derived_tables():
+        rows, notes = derived.rows(got.rows)
+        got.rows[derived.spec.name] = rows
+        got.notes += notes
     profiles = {}
     for sim, profile in sorted(req.link_profiles.items()):
         node, _, iface = sim.partition("/")

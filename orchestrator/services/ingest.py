@@ -33,7 +33,6 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis.capture import CaptureFlows
-from orchestrator.catalogue.loader import default_catalogue
 from orchestrator.catalogue.manifest import IngestSpec, Manifest
 from orchestrator.errors import Invalid
 from orchestrator.scheduling.recurrence import TimeScale
@@ -73,7 +72,7 @@ class IngestPass:
     stopped: str | None = None
 
 
-def session_tag(run: Run, catalogue: Mapping[str, Manifest] | None = None) -> str:
+def session_tag(run: Run, catalogue: Mapping[str, Manifest]) -> str:
     """Which ABw-TAT-ABw session a run's points belong to, so the pages can pair each
     TAT with the ABw runs around it: the campaign occurrence on the run's SIM when it
     has one (a session's steps may be separate runs), else the run itself, as for a
@@ -82,8 +81,8 @@ def session_tag(run: Run, catalogue: Mapping[str, Manifest] | None = None) -> st
     occurrence: the demo campaign's TAT step, booked in the same occurrence just before
     its whole-session step, would otherwise join the session as a third TAT, its bytes
     counted in TAT's volume against ABw's. ``catalogue``: the experiments' manifests
-    (the service context's; without one, those of the default experiments folder)."""
-    manifest = (default_catalogue() if catalogue is None else catalogue).get(run.experiment)
+    (the service context's)."""
+    manifest = catalogue.get(run.experiment)
     whole = manifest is not None and manifest.ingest.whole_session
     if run.campaign_id and run.session_occurrence is not None and not whole:
         when = run.session_occurrence.strftime("%Y%m%dT%H%M%SZ")
@@ -91,8 +90,7 @@ def session_tag(run: Run, catalogue: Mapping[str, Manifest] | None = None) -> st
     return run.id
 
 
-def run_context(node: Node | None, run: Run,
-                catalogue: Mapping[str, Manifest] | None = None) -> RunContext:
+def run_context(node: Node | None, run: Run, catalogue: Mapping[str, Manifest]) -> RunContext:
     iface = next((i for i in node.interfaces if i.name == run.interface), None) if node else None
     return RunContext(
         node=run.node_id,
@@ -108,17 +106,18 @@ def run_context(node: Node | None, run: Run,
     )
 
 
-def campaign_time_offset(s: Session, run: Run) -> timedelta:
+def campaign_time_offset(s: Session, run: Run,
+                         catalogue: Mapping[str, Manifest]) -> timedelta:
     """How far the run's points move to campaign time (zero outside compressed
     campaigns). The anchor defaults to the submission, in whole seconds, as the planner
-    takes it."""
+    takes it; the campaign is read against the ``catalogue`` (its proxy mode)."""
     if run.campaign_id is None:
         return timedelta(0)
     campaign = s.get(Campaign, run.campaign_id)
     if campaign is None:
         return timedelta(0)
     try:
-        spec = parse_spec(campaign.spec)
+        spec = parse_spec(campaign.spec, catalogue)
     except Invalid as e:  # stored before a validation rule tightened: wall time
         log.warning("campaign %s: %s; run %s is written at wall time", campaign.id, e, run.id)
         return timedelta(0)
@@ -227,14 +226,15 @@ def _points(ctx: Context, bundle: Bundle, run: RunContext) -> BundlePoints:
 
 def run_points(files: Mapping[str, bytes], run: RunContext, *,
                captures: Mapping[str, Callable[[], CaptureFlows]] | None = None,
-               max_json_bytes: int, records: bool | None = None) -> BundlePoints:
+               max_json_bytes: int, records: bool | None = None,
+               catalogue: Mapping[str, Manifest] | None = None) -> BundlePoints:
     """The points of a run's files (what :func:`_result_files` reads: results/ and the
     agent's meta/ files, all stamped on the node's clock) in orchestrator time: moved by
     the clock offset meta/run.json records (:mod:`orchestrator.timeseries.nodeclock`)."""
     node_files = dict(files)
     clock = _node_clock(node_files.pop(RUN_META, None), max_json_bytes)
     built = bundle_points(node_files, run, captures=captures, max_json_bytes=max_json_bytes,
-                          records=records)
+                          records=records, catalogue=catalogue)
     if clock.note:
         built.notes.append(clock.note)
     return replace(built, points=shifted(built.points, clock.shift))
@@ -272,7 +272,7 @@ def ingest_pending(ctx: Context, sink: TimeSeriesSink, *, limit: int = 50,
                     continue
                 built = _points(ctx, bundle, run_context(s.get(Node, run.node_id), run,
                                                           ctx.catalogue))
-                written = shifted(built.points, campaign_time_offset(s, run))
+                written = shifted(built.points, campaign_time_offset(s, run, ctx.catalogue))
             if not ingestclaims.renew(ctx, run_id, owner, lease_s=lease_s):
                 log.warning("run %s: another worker took over its ingest while this one "
                             "converted it (longer than the %.0f s lease, "

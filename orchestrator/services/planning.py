@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from orchestrator.catalogue.manifest import Manifest, proxy_modes
 from orchestrator.errors import Invalid
 from orchestrator.model.fleet import HEALTH_ORDER
 from orchestrator.model.ids import CampaignId, NodeId
@@ -44,10 +45,11 @@ from orchestrator.scheduling.planner import (
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.spec import CampaignSpecV2, parse_campaign
 from orchestrator.schemas import PlanPublic
-from orchestrator.services import proxy, quotas
+from orchestrator.services import quotas
 from orchestrator.services.bookings import write_bookings
 from orchestrator.services.context import Context
 from orchestrator.services.history import link_history, rate_policy
+from orchestrator.services.planhooks import proxy_verdicts
 from orchestrator.services.runs import BOOKED
 from orchestrator.services.views import HealthFacts, NodeHealthRow, health_of
 from orchestrator.store.health import health_rank_sql
@@ -62,13 +64,14 @@ FINISHED = (RunState.UPLOADING, RunState.DONE, RunState.CANCELLED)
 RETRIED = (RunState.FAILED, RunState.EXPIRED)
 
 
-def parse_spec(raw: Any) -> CampaignSpecV2:
+def parse_spec(raw: Any, catalogue: Mapping[str, Manifest]) -> CampaignSpecV2:
     """A campaign document of either version, or :class:`Invalid` saying what is wrong
-    (selection errors show the position with a caret; recurrence errors say why)."""
+    (selection errors show the position with a caret; recurrence errors say why).
+    Proxy mode is checked against the ``catalogue``'s manifests."""
     if not isinstance(raw, dict):
         raise Invalid("campaign spec must be a mapping (YAML or JSON object)")
     try:
-        return parse_campaign(raw)
+        return parse_campaign(raw, proxy_modes=proxy_modes(catalogue))
     except ValidationError as e:
         fields = "; ".join(
             f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors()
@@ -172,7 +175,8 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
                    campaign_ids: Sequence[str],
                    campaigns: Sequence[PlanCampaign] = ()) -> Snapshot:
     """The planner's input; ``campaigns`` in proxy mode also get their SIMs' answers to
-    "is a TAT needed now" (:mod:`orchestrator.services.proxy`)."""
+    "is the expensive measurement needed now", from the installed studies
+    (:mod:`orchestrator.services.planhooks`)."""
     nodes = s.scalars(select(Node).order_by(Node.id)).all()
     facts = [
         NodeFacts(
@@ -196,7 +200,7 @@ def build_snapshot(ctx: Context, s: Session, now: datetime,
         unavailable=unavailable_nodes(ctx, nodes, now),
         padding_s=sched.padding_s,
         rates=rate_policy(ctx.settings),
-        proxy=proxy.verdicts(ctx.timeseries, campaigns, facts, now),
+        proxy=proxy_verdicts(ctx.timeseries, campaigns, facts, now),
     )
 
 
@@ -219,7 +223,7 @@ def replan_in(ctx: Context, s: Session, now: datetime) -> PlanPublic:
     campaigns: list[PlanCampaign] = []
     for row in rows.values():
         try:
-            spec = parse_spec(row.spec)
+            spec = parse_spec(row.spec, ctx.catalogue)
         except Invalid as e:  # stored before a validation rule tightened: say so
             log.error("campaign %s cannot be planned: %s", row.id, e)
             row.decisions = [decision_doc(Decision(

@@ -12,9 +12,23 @@ behind it (docs/writing-a-study.md).
 
 from __future__ import annotations
 
-from orchestrator.dataset.tables import Column, PointTable, point_table
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from orchestrator.analysis.units import rate_text
+from orchestrator.dataset.tables import (
+    DIRECTION,
+    METHOD,
+    Column,
+    DerivedTable,
+    PointTable,
+    Row,
+    TableSpec,
+    point_table,
+)
+from orchestrator.model.ids import CampaignId, NodeId
 from orchestrator.pages import svg
-from orchestrator.pages.contrib import PageBuilder, StudyPage
+from orchestrator.pages.contrib import ChoiceSource, PageBuilder, StudyPage
 from orchestrator.pages.data import Filters, Where
 from orchestrator.pages.queries import (
     TimeSeriesQuery,
@@ -24,18 +38,34 @@ from orchestrator.pages.queries import (
     where_of,
 )
 from orchestrator.pages.views import (
+    HOURS,
     MBPS,
+    MIN_CYCLE_SHARE,
     Page,
     Section,
     Table,
     Zones,
     cycle_verdict,
+    fmt,
     no_data,
     slug,
 )
+from orchestrator.quotas.ledger import SimKey
+from orchestrator.scheduling.recurrence import TimeScale
+from orchestrator.scheduling.selection import NodeFacts
+from orchestrator.scheduling.snapshot import Campaign
+from orchestrator.scheduling.spec import CampaignSpecV2
 from orchestrator.services.access import Readable
-from orchestrator.study.model import Study
-from orchestrator.study.registry import Studies, StudyLoadError, installed_studies_of, load
+from orchestrator.services.planhooks import ProxyVerdicts
+from orchestrator.study.model import ResultColumn, Study
+from orchestrator.study.registry import (
+    Studies,
+    StudyLoadError,
+    forget,
+    installed_studies_of,
+    load,
+)
+from orchestrator.timeseries.influx import TimeSeriesError, literal
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
 from orchestrator.timeseries.readers import (
     FieldSpec,
@@ -46,6 +76,7 @@ from orchestrator.timeseries.readers import (
     field_specs,
 )
 from orchestrator.timeseries.schema import (
+    MODEM,
     BundlePoints,
     RunContext,
     bundle_points,
@@ -54,11 +85,71 @@ from orchestrator.timeseries.schema import (
 )
 
 __all__ = [
-    "MBPS", "BundlePoints", "Column", "FieldSpec", "FieldValue", "Filters", "Measurement",
-    "Page", "PageBuilder", "Point", "PointTable", "Readable", "RecordsReader",
-    "ResultReader", "RunContext", "RunInputs", "Section", "Studies", "Study",
-    "StudyLoadError", "StudyPage", "Table", "TimeSeriesQuery", "Where", "Zones",
-    "bundle_points", "cycle_verdict", "field_specs", "installed_studies_of", "load",
-    "no_data", "point", "point_table", "result_rows", "select_points", "slug", "svg",
-    "text", "to_ns", "where_of",
+    "DIRECTION",
+    "HOURS",
+    "MBPS",
+    "METHOD",
+    "MIN_CYCLE_SHARE",
+    "MODEM",
+    "BundlePoints",
+    "Campaign",
+    "CampaignId",
+    "CampaignSpecV2",
+    "ChoiceSource",
+    "Collector",
+    "Column",
+    "CounterMetricFamily",
+    "DerivedTable",
+    "FieldSpec",
+    "FieldValue",
+    "Filters",
+    "GaugeMetricFamily",
+    "Measurement",
+    "Metric",
+    "NodeFacts",
+    "NodeId",
+    "Page",
+    "PageBuilder",
+    "Point",
+    "PointTable",
+    "ProxyVerdicts",
+    "Readable",
+    "RecordsReader",
+    "ResultColumn",
+    "ResultReader",
+    "Row",
+    "RunContext",
+    "RunInputs",
+    "Section",
+    "SimKey",
+    "Studies",
+    "Study",
+    "StudyLoadError",
+    "StudyPage",
+    "Table",
+    "TableSpec",
+    "TimeScale",
+    "TimeSeriesError",
+    "TimeSeriesQuery",
+    "Where",
+    "Zones",
+    "bundle_points",
+    "cycle_verdict",
+    "field_specs",
+    "fmt",
+    "forget",
+    "installed_studies_of",
+    "literal",
+    "load",
+    "no_data",
+    "point",
+    "point_table",
+    "rate_text",
+    "result_rows",
+    "select_points",
+    "slug",
+    "svg",
+    "text",
+    "to_ns",
+    "where_of",
 ]

@@ -18,16 +18,19 @@ from dataclasses import dataclass
 
 from orchestrator.catalogue.manifest import Manifest
 from orchestrator.catalogue.plugins import Loaded, StudyLoadError, installed
-from orchestrator.dataset.contrib import point_tables
+from orchestrator.dataset.contrib import derived_tables, point_tables
 from orchestrator.dataset.tables import PointTable
-from orchestrator.pages.contrib import StudyPage, installed_pages
+from orchestrator.metrics.contrib import installed_collectors
+from orchestrator.pages.contrib import StudyPage, installed_choice_sources, installed_pages
+from orchestrator.services.planhooks import installed_hooks
 from orchestrator.study.model import Study
 from orchestrator.timeseries.readers import Readers
 from orchestrator.timeseries.schema import installed_readers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Studies", "StudyLoadError", "installed_studies_of", "load", "unread_formats"]
+__all__ = ["Studies", "StudyLoadError", "forget", "installed_studies_of", "load",
+           "unread_formats"]
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,24 @@ def installed_studies_of(loaded: Sequence[Loaded]) -> tuple[Study, ...]:
     return tuple(s.study for s in loaded if isinstance(s.study, Study))
 
 
+def forget() -> None:
+    """Forget the installed studies and every layer's contribution (each is loaded once
+    per process): the next use loads them afresh, as after installing a study."""
+    for cached in (installed, installed_readers, installed_pages, installed_choice_sources,
+                   point_tables, derived_tables, installed_collectors, installed_hooks):
+        cached.cache_clear()
+
+
 def load() -> Studies:
     """The installed studies, every layer's contribution checked; raises
     :class:`StudyLoadError` (its message says what to do) on any conflict."""
-    return Studies(installed_studies_of(installed()), installed_readers(),
-                   installed_pages(), point_tables())
+    studies = Studies(installed_studies_of(installed()), installed_readers(),
+                      installed_pages(), point_tables())
+    derived_tables()
+    installed_choice_sources()
+    installed_collectors()
+    installed_hooks()
+    return studies
 
 
 def unread_formats(catalogue: Mapping[str, Manifest], studies: Studies) -> Sequence[str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from orchestrator.analysis.capture import CaptureFlows, reference_flows
 from orchestrator.analysis.flows import FlowStats
-from orchestrator.catalogue.loader import default_catalogue
+from orchestrator.catalogue.manifest import Manifest
 from orchestrator.catalogue.plugins import installed
 from orchestrator.errors import Invalid
 from orchestrator.timeseries.lineprotocol import FieldValue, Point
@@ -34,11 +34,6 @@ from orchestrator.timeseries.readers import (
 )
 from testbed_common.untrusted import load_json, load_json_lines
 
-#: Measurements of studies (studies/tat, studies/abw_tat) that the core's own pages,
-#: release tables and proxy mode still query by name, until those move to the studies.
-TAT = "tat"
-TAT_SUMMARY = "tat_summary"
-ABW = "abw"
 MODEM = "modem"
 GPS = "gps"
 SYSTEM = "system"
@@ -244,6 +239,7 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
                   captures: Mapping[str, Callable[[], CaptureFlows]] | None = None,
                   readers: Readers | None = None,
                   records: bool | None = None,
+                  catalogue: Mapping[str, Manifest] | None = None,
                   ) -> BundlePoints:
     """Points from a run's result files (bundle member name -> bytes), by kind of file.
 
@@ -258,8 +254,9 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
     ``flows`` points of its own and is analysed only if a reader asks). Other
     ``*.jsonl`` are tool records, read by the study that reads records, unless
     ``records`` is False: the experiment's manifest says its result holds them
-    (``ingest.records``; None: ask the manifest of ``ctx.experiment`` in the default
-    catalogue). Files of other kinds are left alone.
+    (``ingest.records``; None: ask the manifest of ``ctx.experiment`` in ``catalogue``,
+    which must then be given: nothing is read from a folder behind the caller's back).
+    Files of other kinds are left alone.
     ``captures`` are members analysed elsewhere (ingest spools them to disk for the
     compiled tool, :mod:`orchestrator.services.flowtool`): name -> a call giving their
     flows, made here so that their notes read as the others'. The ingest service and a
@@ -269,7 +266,12 @@ def bundle_points(files: Mapping[str, bytes], ctx: RunContext, *,
     """
     readers = readers if readers is not None else installed_readers()
     if records is None:
-        manifest = default_catalogue().get(ctx.experiment)
+        if catalogue is None:
+            raise ValueError(
+                "bundle_points needs the experiments' catalogue (catalogue=, as the service "
+                "context holds it) or records=: whether a run's JSON-lines records are "
+                "points is its manifest's (ingest.records)")
+        manifest = catalogue.get(ctx.experiment)
         records = manifest is None or manifest.ingest.records
     out = BundlePoints(points=[])
     if MODEM_FILE not in files:

@@ -42,7 +42,7 @@ from orchestrator.timeseries.schema import RunContext, bundle_points
 from testbed_common.bundle import build_bundle, inspect_bundle
 from testbed_common.states import RunState
 from testbed_common.wire import Operator
-from tests.conftest import require_root, require_tools, unavailable
+from tests.conftest import experiments, require_root, require_tools, unavailable
 
 pytestmark = pytest.mark.docker
 
@@ -402,7 +402,8 @@ def test_capture_of_a_tat_run(testbed: Rig, tmp_path: Path) -> None:
     assert abs(cap_mid - tat_mid) / tat_mid < 0.07, (cap_mid, tat_mid)
     # What the orchestrator's ingest makes of it (it feeds bundle_points results/*).
     built = bundle_points({meta["file"]: capture_bytes}, RunContext(
-        node=NODE_ID, country="SE", operator="240-01", interface="eth0", run=spec.run_id))
+        node=NODE_ID, country="SE", operator="240-01", interface="eth0", run=spec.run_id),
+                catalogue=experiments())
     # (this rig has no modem, which the ingest notes; nothing about the capture)
     assert built.points and [n.split(":")[0] for n in built.notes] == ["meta/modem.jsonl"]
     # The capture travels in the bundle with its checksum.

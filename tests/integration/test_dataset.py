@@ -24,9 +24,9 @@ from orchestrator.analysis.abwtat import operator_figures, pair_sessions
 from orchestrator.analysis.capture import reference_flows
 from orchestrator.analysis.pcap import read_capture
 from orchestrator.cli import main as cli_main
-from orchestrator.dataset.tables import abw_rows, tat_summary_rows
 from orchestrator.services.context import Context
 from orchestrator.services.ingest import ingest_pending
+from studies.abw_tat.release import abw_rows, tat_summary_rows
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
 from tests.integration import influxd

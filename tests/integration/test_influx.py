@@ -23,8 +23,8 @@ from orchestrator.timeseries.influx import (
     TimeSeriesUnavailable,
 )
 from orchestrator.timeseries.lineprotocol import Point
-from orchestrator.timeseries.schema import TAT, TAT_SUMMARY, RunContext, point
-from studies.tat.points import tat_points
+from orchestrator.timeseries.schema import RunContext, point
+from studies.tat.points import TAT, TAT_SUMMARY, tat_points
 from tests.integration import influxd
 from tests.recorded import tat_result
 

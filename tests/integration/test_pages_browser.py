@@ -36,7 +36,9 @@ from orchestrator.bootstrap import timeseries_client
 from orchestrator.pages.routes import COOKIE
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
-from orchestrator.timeseries.schema import ABW, TAT, TAT_SUMMARY, RunContext, point
+from orchestrator.timeseries.schema import RunContext, point
+from studies.abw_tat.points import ABW
+from studies.tat.points import TAT, TAT_SUMMARY
 from testbed_common import wire
 from tests.integration import influxd
 from tests.integration.conftest import ADMIN, make_settings

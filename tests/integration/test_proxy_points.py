@@ -14,22 +14,25 @@ from typing import Any
 import pytest
 
 from orchestrator.bootstrap import timeseries_client
+from orchestrator.catalogue.loader import load_catalogue
+from orchestrator.catalogue.manifest import proxy_modes
 from orchestrator.model.ids import CampaignId, NodeId
-from orchestrator.pages.abwproxy import abw_proxy_page
 from orchestrator.pages.data import Choices, Filters
 from orchestrator.pages.html import page_html
-from orchestrator.pages.queries import proxy_histories
 from orchestrator.quotas.ledger import SimKey
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
 from orchestrator.scheduling.snapshot import Campaign
-from orchestrator.scheduling.spec import CampaignSpecV2
+from orchestrator.scheduling.spec import PROXY_MODES, CampaignSpecV2
 from orchestrator.services.access import Readable
-from orchestrator.services.proxy import verdicts
+from orchestrator.services.planhooks import proxy_verdicts as verdicts
 from orchestrator.timeseries.influx import InfluxClient
 from orchestrator.timeseries.lineprotocol import Point
-from orchestrator.timeseries.proxyrows import campaign_points
-from orchestrator.timeseries.schema import TAT_SUMMARY, RunContext, modem_points, point
+from orchestrator.timeseries.schema import RunContext, modem_points, point
+from studies.abw_proxy.page import abw_proxy_page, proxy_histories
+from studies.abw_proxy.rows import campaign_points
 from studies.abw_tat.points import abw_points
+from studies.tat.points import TAT_SUMMARY
+from tests.conftest import REPO
 from tests.integration import influxd
 from tests.integration.conftest import Api
 from tests.pagetables import table_rows
@@ -96,7 +99,8 @@ def test_a_sim_with_enough_tats_gets_the_cheap_session_and_one_with_few_a_tat(
         "name": "proxy", "steps": [{"experiment": "abw-tat"}],
         "recurrence": {"kind": "every", "hours": 1, "start": T0.isoformat(),
                        "end": (T0 + timedelta(hours=24)).isoformat()},
-        "proxy": {"min_tats": 10, "max_age_hours": 3}})
+        "proxy": {"min_tats": 10, "max_age_hours": 3}},
+        context={PROXY_MODES: proxy_modes(load_catalogue(REPO / "experiments"))})
     c = Campaign(CampaignId("c-proxy"), spec, T0)
     node = NodeFacts(NodeId("se-01"), "SE", sims=tuple(SimFacts(*s) for s in SIMS))
     got = verdicts(client, [c], [node], T0 + timedelta(hours=6, minutes=30))

@@ -24,12 +24,10 @@ from fastapi.testclient import TestClient
 
 from orchestrator.api.app import create_app
 from orchestrator.catalogue.plugins import StudyLoadError, installed
-from orchestrator.dataset.contrib import point_tables
-from orchestrator.pages.contrib import installed_pages
 from orchestrator.services.context import Context
 from orchestrator.services.ingest import ingest_pending
+from orchestrator.study import forget
 from orchestrator.timeseries.influx import InfluxClient
-from orchestrator.timeseries.schema import installed_readers
 from testbed_common import wire
 from testbed_common.bundle import build_bundle
 from tests.conftest import REPO, ManualClock
@@ -56,8 +54,7 @@ SAMPLES = [{"time": "2026-11-22T12:00:01+00:00", "label": "a", "rate_bps": 1.5e6
 
 def _forget_studies() -> None:
     """Every layer loads the installed studies once per process: forget them."""
-    for cached in (installed, installed_readers, installed_pages, point_tables):
-        cached.cache_clear()
+    forget()
 
 
 def _pip_install(source: Path, site: Path) -> None:
@@ -159,6 +156,13 @@ def test_a_study_installed_on_its_own_gets_its_points_page_and_release_table(
         ("a", 1.5e6, "se-01"), ("b", 2.5e6, "se-01")]
     described = json.loads((tmp_path / "release/datapackage.json").read_text())
     assert "echo-samples" in {res["name"] for res in described["resources"]}
+
+    # its Prometheus series, after the core's, in the public view
+    metrics = api.client.get("/metrics")
+    assert metrics.status_code == 200, metrics.text
+    assert "testbed_nodes{" in metrics.text
+    # two samples read by ingest and two again by the release
+    assert "\ntestbed_echo_samples_read_total 4.0\n" in metrics.text, metrics.text
 
 
 def test_a_second_study_claiming_the_same_format_stops_the_orchestrator_at_start(

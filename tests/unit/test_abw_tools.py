@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from orchestrator.pages.data import Filters, Where
-from orchestrator.timeseries.schema import ABW, RunContext, bundle_points
+from orchestrator.timeseries.schema import RunContext, bundle_points
+from studies.abw_tat.points import ABW
 from studies.abw_tools.page import AbwToolsRow, abw_tools_page
 from studies.abw_tools.points import ABW_TOOLS
 from testbed_kit.abw_tools import (
@@ -30,7 +31,7 @@ from testbed_kit.abw_tools import (
     plan,
     summarise,
 )
-from tests.conftest import REPO
+from tests.conftest import REPO, experiments
 
 FOLDER = REPO / "experiments" / "abw-tools"
 
@@ -122,7 +123,7 @@ def _bundle(doc: dict[str, Any]) -> dict[str, bytes]:
 
 def test_ingest_writes_one_abw_tools_point_per_estimate_and_no_abw_points() -> None:
     ctx = RunContext(node="it-01", interface="op3", experiment="abw-tools", run="r-1")
-    got = bundle_points(_bundle(CAPPED), ctx)
+    got = bundle_points(_bundle(CAPPED), ctx, catalogue=experiments())
     assert {p.measurement for p in got.points} == {ABW_TOOLS}, got.notes
     first = got.points[0]
     assert first.tags["method"] == "yaz" and first.tags["size"] == "200"
@@ -131,7 +132,8 @@ def test_ingest_writes_one_abw_tools_point_per_estimate_and_no_abw_points() -> N
     assert first.fields["tat_bps"] == 15.5e6 and first.fields["probe_bytes"] == 200_000
     assert first.time_ns == (10**9 + 1) * 10**9
     # the same records in another experiment's run are plain abw points
-    other = bundle_points(_bundle(CAPPED), RunContext(node="it-01", experiment="abw-tat"))
+    other = bundle_points(_bundle(CAPPED), RunContext(node="it-01", experiment="abw-tat"),
+            catalogue=experiments())
     assert ABW in {p.measurement for p in other.points}
 
 
@@ -147,7 +149,7 @@ def _rows(doc: dict[str, Any], operator: str, interface: str) -> list[AbwToolsRo
                         control_bytes=int(p.fields["control_bytes"]),
                         repetition=int(p.fields["repetition"]), step=int(p.fields["step"]))
             for p in bundle_points(_bundle(doc), RunContext(
-                node="it-01", experiment="abw-tools")).points]
+                node="it-01", experiment="abw-tools"), catalogue=experiments()).points]
 
 
 def test_the_page_compares_methods_and_probe_sizes_per_link() -> None:

@@ -22,7 +22,7 @@ from orchestrator.analysis.packets import ACK, FIN, LINKTYPE_LINUX_SLL, LINKTYPE
 from orchestrator.analysis.pcap import CaptureError, iter_frames, read_capture
 from orchestrator.services.flowtool import analyse_file, find_tool
 from orchestrator.timeseries.schema import RunContext, bundle_points
-from tests.conftest import require
+from tests.conftest import experiments, require
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORDED = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
@@ -240,8 +240,8 @@ def test_a_packet_years_later_is_counted_not_binned(tmp_path: Path, tool: str) -
         "than a run lasts; check the node's clock"]
     # Ingest (either path) writes the rest and says what it skipped.
     ctx = RunContext(node="se-01")
-    by_ref = bundle_points({"tx.pcap": data}, ctx)
-    by_tool = bundle_points({}, ctx, captures={"tx.pcap": lambda: native})
+    by_ref = bundle_points({"tx.pcap": data}, ctx, catalogue=experiments())
+    by_tool = bundle_points({}, ctx, captures={"tx.pcap": lambda: native}, catalogue=experiments())
     assert f"tx.pcap: {ref.notes[0]}" in by_ref.notes
     assert by_ref.notes == by_tool.notes and by_ref.points == by_tool.points != []
 

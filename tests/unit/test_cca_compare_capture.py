@@ -24,7 +24,7 @@ from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.schema import FLOWS, RunContext, bundle_points
 from studies.cca_compare.points import CCA_BINS, CCA_COMPARE
 from testbed_kit.cca_compare import FORMAT, VERSION
-from tests.conftest import require
+from tests.conftest import experiments, require
 
 SERVER, NODE = bytes([172, 30, 3, 10]), bytes([172, 30, 3, 24])
 RESPONDER = 5301
@@ -184,7 +184,7 @@ def test_the_model_has_what_it_is_meant_to_test() -> None:
 
 def test_retransmissions_and_duplicate_acks_are_the_models() -> None:
     models, files = _session()
-    built = bundle_points(files, CTX)
+    built = bundle_points(files, CTX, catalogue=experiments())
     got = _by_port(built.points, models)
     for m in models:
         row = got[m.port]
@@ -207,7 +207,7 @@ def test_retransmissions_and_duplicate_acks_are_the_models() -> None:
 
 def test_each_transfer_gets_the_radio_of_its_span() -> None:
     models, files = _session()
-    got = _by_port(bundle_points(files, CTX).points, models)
+    got = _by_port(bundle_points(files, CTX, catalogue=experiments()).points, models)
     first, second = got[41001], got[41002]
     assert first["handovers"] == 1 and first["band"] == "B20" and first["cell_id"] == 11
     assert second["handovers"] == 0 and second["sinr_db"] == 27.0 and second["band"] == "B3"
@@ -217,7 +217,7 @@ def test_each_transfer_gets_the_radio_of_its_span() -> None:
 def test_a_downlink_session_without_the_servers_capture_is_uncaptured_and_says_so() -> None:
     models, files = _session()
     del files["server/capture/op2.pcap"]
-    built = bundle_points(files, CTX)
+    built = bundle_points(files, CTX, catalogue=experiments())
     assert {r["status"] for r in _by_port(built.points, models).values()} == {"uncaptured"}
     assert any("no server capture" in n for n in built.notes), built.notes
 
@@ -231,8 +231,9 @@ def test_the_compiled_tool_counts_the_same(tmp_path: Path) -> None:
     path = tmp_path / "op2.pcap"
     path.write_bytes(files.pop("server/capture/op2.pcap"))
     built = bundle_points(files, CTX, captures={
-        "server/capture/op2.pcap": lambda: analyse_file(path, tool=tool)})
-    reference = bundle_points({**files, "server/capture/op2.pcap": path.read_bytes()}, CTX)
+        "server/capture/op2.pcap": lambda: analyse_file(path, tool=tool)}, catalogue=experiments())
+    reference = bundle_points({**files, "server/capture/op2.pcap": path.read_bytes()}, CTX,
+            catalogue=experiments())
     assert _by_port(built.points, models) == _by_port(reference.points, models)
     for m in models:
         assert _by_port(built.points, models)[m.port]["retrans_packets"] == m.retransmitted

@@ -4,10 +4,9 @@ in the core packages' code (docstrings and comments aside: prose may cite a stud
 an experiment's name or holds a result format. Studies live in studies/, found by
 entry point; the import contracts (pyproject.toml) keep them out of the core.
 
-:data:`NOT_YET_MOVED` lists, file by file, what still names a study: the tat and abw-tat
-studies and the ABw proxy, which the core's own pages, release tables and proxy mode
-still read (docs/architecture.md, "Studies"). The test holds the list exactly, so a new
-name fails it and so does a name moved out without the list shrinking.
+:data:`NOT_YET_MOVED` lists, file by file, what still names a study: nothing since the
+tat and abw-tat studies and the ABw proxy moved whole (docs/architecture.md, "Studies").
+The test holds the list exactly, so a new name fails it.
 """
 
 from __future__ import annotations
@@ -24,17 +23,7 @@ CORE = ("api", "services", "scheduling", "store", "timeseries", "pages", "datase
         "model", "quotas", "metrics", "catalogue", "cli")
 
 #: file -> the study names its code still holds (with repeats), until they move.
-NOT_YET_MOVED: dict[str, list[str]] = {
-    # proxy mode runs the abw-tat session (its test validates specs without a catalogue)
-    "orchestrator/scheduling/spec.py": ["abw-tat"],
-    # the tat measurement's name, named as the tat experiment is, which the core's
-    # pages, release tables and proxy mode query
-    "orchestrator/timeseries/schema.py": ["tat"],
-    # the ABw vs TAT page's slug
-    "orchestrator/pages/views.py": ["abw-tat"] * 5,
-    # `testbed campaigns show`: the TAT column of an abw-tat result's summary
-    "orchestrator/cli/campaigns.py": ["tat", "tat"],
-}
+NOT_YET_MOVED: dict[str, list[str]] = {}
 
 
 def _studies() -> tuple[set[str], set[str]]:
@@ -114,3 +103,14 @@ def test_no_core_module_imports_a_result_formats_module_but_those_not_yet_moved(
                 found[path.relative_to(REPO).as_posix()] += [
                     m for m in modules if m in FORMAT_MODULES]
     assert {k: v for k, v in found.items() if v} == FORMAT_IMPORTS_NOT_YET_MOVED
+
+
+def test_tat_abw_tat_and_the_abw_proxy_are_their_studies_whole() -> None:
+    """Their pages, queries, release tables and the proxy's planning moved too: the core
+    keeps no module of theirs, and serves none of their pages itself."""
+    for gone in ("pages/abwproxy.py", "timeseries/proxyrows.py", "services/proxy.py"):
+        assert not (REPO / "orchestrator" / gone).exists(), gone
+    for folder in ("tat", "abw_tat", "abw_proxy"):
+        assert (REPO / "studies" / folder / "page.py").exists(), folder
+    from orchestrator.pages.views import CORE_PAGES
+    assert [e.slug for e in CORE_PAGES] == ["campaigns", "fleet"]

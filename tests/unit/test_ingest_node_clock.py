@@ -25,7 +25,7 @@ from orchestrator.timeseries.schema import RunContext
 from testbed_common.bundle import build_bundle
 from testbed_common.states import RunState
 from testbed_common.wire import Assignment
-from tests.conftest import REPO
+from tests.conftest import REPO, experiments
 from tests.recorded import tat_result
 
 FIXTURES = REPO / "tests/unit/fixtures"
@@ -67,7 +67,7 @@ def _bundle_files(tmp: Path, clock: ClockEstimate | None) -> dict[str, bytes]:
 
 
 def _times(files: dict[str, bytes]) -> dict[str, list[int]]:
-    built = run_points(files, CTX, max_json_bytes=MAX_JSON)
+    built = run_points(files, CTX, max_json_bytes=MAX_JSON, catalogue=experiments())
     out: dict[str, list[int]] = {}
     for p in built.points:
         out.setdefault(p.measurement, []).append(p.time_ns)
@@ -95,7 +95,7 @@ def test_a_bundle_without_a_clock_record_is_written_as_stamped(tmp_path: Path) -
     assert json.loads(files["meta/run.json"])["clock"] is None
     old = {n: d for n, d in files.items() if n != "meta/run.json"}  # older agents
     assert _times(old) == _times(files)
-    built = run_points(files, CTX, max_json_bytes=MAX_JSON)
+    built = run_points(files, CTX, max_json_bytes=MAX_JSON, catalogue=experiments())
     assert not any("clock" in n for n in built.notes)
 
 
@@ -106,10 +106,11 @@ def test_a_broken_clock_record_moves_nothing_and_says_so(tmp_path: Path) -> None
                   {"offset_s": MAX_OFFSET_S * 2}, "fast"):
         meta = {**json.loads(files["meta/run.json"]), "clock": clock}
         broken = {**files, "meta/run.json": json.dumps(meta).encode()}
-        built = run_points(broken, CTX, max_json_bytes=MAX_JSON)
+        built = run_points(broken, CTX, max_json_bytes=MAX_JSON, catalogue=experiments())
         assert _times(broken) == stamped
         assert any("meta/run.json: clock offset" in n for n in built.notes), built.notes
-    unreadable = run_points({**files, "meta/run.json": b"{"}, CTX, max_json_bytes=MAX_JSON)
+    unreadable = run_points({**files, "meta/run.json": b"{"}, CTX, max_json_bytes=MAX_JSON,
+            catalogue=experiments())
     assert _times({**files, "meta/run.json": b"{"}) == stamped
     assert any(n.startswith("meta/run.json is refused") for n in unreadable.notes)
 

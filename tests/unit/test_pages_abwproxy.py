@@ -1,4 +1,4 @@
-"""The ABw proxy page (orchestrator/pages/abwproxy.py) on synthetic SIM histories:
+"""The ABw proxy page (studies/abw_proxy/page.py) on synthetic SIM histories:
 its table's coverage, error and bytes as a user reads them, and its chart's intervals."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 
 from orchestrator.analysis.proxy import Signals
 from orchestrator.analysis.proxy_data import Cheap, RunCost, SimHistory, SimId
-from orchestrator.pages.abwproxy import abw_proxy_page, sim_figures
 from orchestrator.pages.data import Choices, Filters
 from orchestrator.pages.html import page_html
+from studies.abw_proxy.page import abw_proxy_page, sim_figures
 from tests.pagetables import table_rows
 from tests.unit.test_analysis_proxy import sim_history
 

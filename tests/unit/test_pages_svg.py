@@ -9,10 +9,15 @@ from datetime import UTC, datetime
 
 import pytest
 
+from orchestrator.analysis.abwtat import pair_sessions
 from orchestrator.pages import html, svg, views
+from orchestrator.pages.contrib import navigation
 from orchestrator.pages.data import AbwRow, Choices, Filters, TatSummaryRow, Where
-from orchestrator.pages.queries import tat_summary_query, where_clause
+from orchestrator.pages.queries import where_clause
 from orchestrator.timeseries.influx import literal
+from studies.abw_tat import page as abw_tat_pages
+from studies.tat import page as tat_pages
+from studies.tat.queries import tat_summary_query
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 T0 = int(datetime(2026, 11, 22, tzinfo=UTC).timestamp()) * 10**9
@@ -94,25 +99,25 @@ def _row(node: str, op: str, hour: int, rate: float, *, session: str = "") -> Ta
 def test_hourly_medians_use_the_nodes_local_time() -> None:
     rows = [_row("se-01", "240-01", h, 1e6 * (h + 1)) for h in range(24)]
     zones = views.Zones({"se-01": "Europe/Stockholm"})  # UTC+1 in November
-    medians = views.hourly_medians(rows, zones)["Op 240-01 (240-01)"]
+    medians = tat_pages.hourly_medians(rows, zones)["Op 240-01 (240-01)"]
     assert medians[1] == 1.0 and medians[0] == 24.0  # 00 UTC is 01 local
-    page = views.hourly_page(rows, zones=zones, filters=Filters(campaign="c1"))
+    page = tat_pages.hourly_page(rows, zones=zones, filters=Filters(campaign="c1"))
     assert page.notes == () and page.empty is None
-    utc = views.hourly_page(rows, zones=views.Zones({}), filters=Filters())
+    utc = tat_pages.hourly_page(rows, zones=views.Zones({}), filters=Filters())
     assert "their hours and days are UTC" in utc.notes[0]
     assert "Hour of day (UTC)" in utc.sections[0].charts[0]
 
 
 def test_pages_without_data_say_so_plainly() -> None:
     f = Filters(campaign="c-9")
-    for page in (views.hourly_page([], zones=views.Zones({}), filters=f),
-                 views.daily_page([], zones=views.Zones({}), filters=f),
-                 views.timeofday_page([], zones=views.Zones({}), filters=f),
-                 views.abw_tat_page([], [], filters=f)):
+    for page in (tat_pages.hourly_page([], zones=views.Zones({}), filters=f),
+                 tat_pages.daily_page([], zones=views.Zones({}), filters=f),
+                 tat_pages.timeofday_page([], zones=views.Zones({}), filters=f),
+                 abw_tat_pages.abw_tat_page([], [], filters=f)):
         assert page.empty == "No TAT measurements for campaign c-9 yet."
         assert page.empty in html.page_html(page, filters=f, choices=Choices())
     rows = [_row("se-01", "240-01", 0, 1e6)]
-    assert views.abw_tat_page(rows, [], filters=f).empty == \
+    assert abw_tat_pages.abw_tat_page(rows, [], filters=f).empty == \
         "No ABw measurements for campaign c-9 yet."
     assert Filters().describe() == "the last 30 days"
 
@@ -130,11 +135,11 @@ def test_abw_tat_pairs_each_transfer_with_the_nearest_run_of_each_tool() -> None
 
     abw = [est("a1", T0 - 60 * 10**9, 8e6), est("a1", T0 - 59 * 10**9, 8e6),
            est("a2", T0 + HOUR_NS + 60 * 10**9, 12e6)]
-    pairs, notes = views.pair_sessions(tat, abw)
+    pairs, notes = pair_sessions(tat, abw)
     assert sorted(p.rd for p in pairs) == pytest.approx([0.2, 0.2])
     assert {p.abw_bps for p in pairs} == {8e6, 12e6}
     assert notes == ["1 TAT transfer(s) carry no session tag and are not paired."]
-    page = views.abw_tat_page(tat, abw, filters=Filters())
+    page = abw_tat_pages.abw_tat_page(tat, abw, filters=Filters())
     [table] = page.sections[1].tables
     assert table.rows[0][2:4] == ("spruce", "2")
     assert table.rows[0][-1] == "66.7"  # 2 x 10 MB of TAT against 3 x 100 kB of ABw
@@ -148,7 +153,7 @@ def test_time_of_day_table_finds_the_cycle_only_where_there_is_one() -> None:
     # A perfectly regular but tiny cycle (1 % of the mean): significant, not a pattern.
     tiny = [_row("se-03", "240-01", h, 1e6 * (20 + 0.2 * math.cos(2 * math.pi * h / 24)))
             for h in range(72)]
-    page = views.timeofday_page(loaded + flat + few + tiny, zones=views.Zones({}),
+    page = tat_pages.timeofday_page(loaded + flat + few + tiny, zones=views.Zones({}),
                                 filters=Filters(), n_boot=199)
     rows = {(r[0], r[1]): r for r in page.sections[0].tables[0].rows}
     assert rows[("se-01", "Op 240-01 (240-01)")][3] == "yes"
@@ -160,11 +165,11 @@ def test_time_of_day_table_finds_the_cycle_only_where_there_is_one() -> None:
 
 def test_html_escapes_and_keeps_filters_in_links() -> None:
     f = Filters(campaign="<c&1>", node="se 01")
-    page = views.index_page()
+    page = views.index_page(navigation())
     out = html.page_html(page, filters=f, choices=Choices(campaigns=("<c&1>",)))
     assert "<c&1>" not in out and "&lt;c&amp;1&gt;" not in out  # the index has no form
     assert 'href="/pages/hourly?campaign=%3Cc%261%3E&amp;node=se+01"' in out
-    hourly = html.page_html(views.hourly_page([], zones=views.Zones({}), filters=f),
+    hourly = html.page_html(tat_pages.hourly_page([], zones=views.Zones({}), filters=f),
                             filters=f, choices=Choices(campaigns=("<c&1>",)))
     assert '<option value="&lt;c&amp;1&gt;" selected>' in hourly
     assert "<script" not in hourly

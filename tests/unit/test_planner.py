@@ -37,7 +37,7 @@ from orchestrator.scheduling.planner import (
 )
 from orchestrator.scheduling.recurrence import TimeScale
 from orchestrator.scheduling.selection import NodeFacts, SimFacts
-from orchestrator.scheduling.spec import CampaignSpecV2
+from orchestrator.scheduling.spec import PROXY_MODES, CampaignSpecV2
 
 NOW = datetime(2026, 3, 27, 12, tzinfo=UTC)
 MB = 10**6
@@ -86,10 +86,14 @@ def snap(nodes: list[NodeFacts], **kw: Any) -> Snapshot:
     return Snapshot(now=kw.pop("now", NOW), nodes=nodes, catalogue=CATALOGUE, **kw)
 
 
-def campaign(cid: str = "c1", *, submitted: datetime = NOW, **spec: Any) -> Campaign:
+def campaign(cid: str = "c1", *, submitted: datetime = NOW,
+             proxy_modes: Mapping[str, str] | None = None, **spec: Any) -> Campaign:
+    """A campaign of ``spec``; ``proxy_modes`` the catalogue's, as a submission's."""
     spec.setdefault("name", cid)
     spec.setdefault("steps", [{"experiment": "tat"}])
-    return Campaign(CampaignId(cid), CampaignSpecV2.model_validate(spec), submitted)
+    context = None if proxy_modes is None else {PROXY_MODES: proxy_modes}
+    return Campaign(CampaignId(cid), CampaignSpecV2.model_validate(spec, context=context),
+                    submitted)
 
 
 def hourly(hours: int = 3, start: datetime = NOW) -> dict[str, Any]:

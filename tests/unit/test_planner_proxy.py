@@ -21,7 +21,8 @@ from orchestrator.scheduling.planner import (
     SessionKey,
     Snapshot,
 )
-from tests.unit.test_planner import MB, NOW, campaign, hourly, node, run, snap
+from tests.unit.test_planner import MB, NOW, hourly, node, run, snap
+from tests.unit.test_planner import campaign as any_campaign
 
 TAT_MB, ABW_MB = 24, 3
 
@@ -43,6 +44,14 @@ class AbwTat:
 
 
 CATALOGUE = {"abw-tat": AbwTat()}
+#: The catalogue's proxy modes (experiments/abw-tat/experiment.yaml: proxy.calibration).
+PROXY_MODES = {"abw-tat": "tats"}
+
+
+def campaign(cid: str = "c1", **spec: Any) -> Any:
+    """A campaign checked against this catalogue's proxy modes, as a submission is."""
+    return any_campaign(cid, proxy_modes=PROXY_MODES, **spec)
+
 STEP = [{"experiment": "abw-tat", "parameters": {"run_s": 10}}]
 
 
@@ -161,7 +170,7 @@ def test_a_store_that_does_not_answer_leaves_every_window_a_tat_without_back_off
     every proxy-mode window books its TAT."""
     import httpx
 
-    from orchestrator.services.proxy import verdicts
+    from orchestrator.services.planhooks import proxy_verdicts as verdicts
     from orchestrator.timeseries.influx import InfluxClient
 
     asked: list[str] = []
@@ -178,3 +187,21 @@ def test_a_store_that_does_not_answer_leaves_every_window_a_tat_without_back_off
     assert asked == ["/query"] and slept == []
     p = run(psnap([node("se-01")], proxy={}), *cs)
     assert {b.parameters["tats"] for b in p.bookings()} == {1}
+
+
+def test_proxy_mode_is_the_manifests_and_refused_without_the_catalogue() -> None:
+    """Which experiment has a proxy mode, and which parameter calibrates it, is its
+    experiment.yaml's (proxy.calibration), not a constant of the scheduler."""
+    from orchestrator.catalogue.loader import load_catalogue
+    from orchestrator.catalogue.manifest import ManifestError, parse_manifest, proxy_modes
+    from tests.conftest import REPO
+
+    assert proxy_modes(load_catalogue(REPO / "experiments")) == PROXY_MODES
+    with pytest.raises(ValidationError, match="checked against the experiments' manifests"):
+        any_campaign(steps=STEP, recurrence=hourly(), proxy={})
+    c = any_campaign(steps=[{"experiment": "x", "parameters": {"full": 2}}],
+                     recurrence=hourly(), proxy={}, proxy_modes={"x": "full"})
+    assert c.spec.cheap_steps()[0].parameters == {"full": 0}
+    text = (REPO / "experiments/abw-tat/experiment.yaml").read_text()
+    with pytest.raises(ManifestError, match="proxy.calibration names 'tat', which is not"):
+        parse_manifest(text.replace("calibration: tats", "calibration: tat"), source="x")

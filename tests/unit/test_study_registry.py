@@ -12,7 +12,7 @@ from orchestrator.catalogue.manifest import ManifestError, parse_manifest
 from orchestrator.catalogue.plugins import GROUP, Loaded, StudyLoadError, _load
 from orchestrator.dataset.contrib import tables_of
 from orchestrator.dataset.tables import Column, point_table
-from orchestrator.pages.contrib import StudyPage, navigation, pages_of
+from orchestrator.pages.contrib import StudyPage, installed_pages, navigation, pages_of
 from orchestrator.pages.views import Page
 from orchestrator.study import Study, installed_studies_of
 from orchestrator.timeseries.readers import Measurement, ResultReader, readers_of
@@ -63,7 +63,7 @@ def test_a_study_that_fails_to_load_says_which_and_what_to_do() -> None:
 
 
 def test_study_pages_join_the_navigation_in_their_order() -> None:
-    slugs = [e.slug for e in navigation([_page("echo")])]
+    slugs = [e.slug for e in navigation([*installed_pages(), _page("echo")])]
     assert slugs[-3:] == ["echo", "campaigns", "fleet"]  # order 500: before the core's last
     assert slugs.index("time-of-day") < slugs.index("echo")
 
@@ -79,3 +79,27 @@ def test_the_experiments_traits_are_manifest_fields_checked_with_the_rest() -> N
                        source="bad.yaml")
     with pytest.raises(ManifestError, match=r"ingest.sessions: Extra inputs"):
         parse_manifest(text.replace("whole_session: true", "sessions: 2"), source="x")
+
+
+def test_a_studys_collectors_are_checked_and_one_that_raises_is_left_out(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from collections.abc import Iterator
+
+    from orchestrator.metrics import contrib
+    from orchestrator.study import Collector, GaugeMetricFamily, Metric
+
+    class Up(Collector):
+        def collect(self) -> Iterator[Metric]:
+            yield GaugeMetricFamily("testbed_up_study", "Up", value=1)
+
+    class Broken(Collector):
+        def collect(self) -> Iterator[Metric]:
+            raise RuntimeError("no store")
+
+    with pytest.raises(StudyLoadError, match="its collectors must be Prometheus collectors"):
+        contrib.collectors_of([_loaded("bad", Study("bad", collectors=(object(),)))])  # type: ignore[arg-type]
+    given = contrib.collectors_of([_loaded("up", Study("up", collectors=(Up(),))),
+                                   _loaded("broken", Study("broken", collectors=(Broken(),)))])
+    monkeypatch.setattr(contrib, "installed_collectors", lambda: given)
+    assert [f.name for f in contrib.study_families()] == ["testbed_up_study"]
+    assert "study broken = broken_pkg:STUDY: its Prometheus collector failed" in caplog.text

@@ -13,6 +13,7 @@ import pytest
 from orchestrator.timeseries.schema import RunContext, bundle_points, to_ns
 from studies.goodput_sequence.points import GOODPUT, GOODPUT_SUMMARY, goodput_points
 from testbed_kit.goodput import summarise, transfer_goodputs
+from tests.conftest import experiments
 
 FIXTURES = Path(__file__).parent / "fixtures" / "goodput"
 CTX = RunContext(node="it-01", country="IT", operator="222-01", operator_name="TIM",
@@ -55,7 +56,8 @@ def test_bundle_routes_goodput_results_and_notes_damage() -> None:
     short = recorded()
     short["transfers"] = short["transfers"][:3]
     built = bundle_points({"results/goodput.json": good,
-                           "results/other/goodput.json": json.dumps(short).encode()}, CTX)
+                           "results/other/goodput.json": json.dumps(short).encode()}, CTX,
+                                   catalogue=experiments())
     assert sum(p.measurement == GOODPUT for p in built.points) == 11
     assert sum(p.measurement == GOODPUT_SUMMARY for p in built.points) == 1
     assert any(n.startswith("results/other/goodput.json: not turned into points: 3 transfers")

@@ -14,7 +14,6 @@ from orchestrator.analysis.flows import analyse_capture
 from orchestrator.analysis.pcap import read_capture
 from orchestrator.timeseries.lineprotocol import Point, encode, encode_batch
 from orchestrator.timeseries.schema import (
-    ABW,
     TAGS,
     RunContext,
     bundle_points,
@@ -22,8 +21,9 @@ from orchestrator.timeseries.schema import (
     point,
     to_ns,
 )
-from studies.abw_tat.points import abw_points, abw_step
+from studies.abw_tat.points import ABW, abw_points, abw_step
 from studies.tat.points import tat_points
+from tests.conftest import experiments
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -117,7 +117,7 @@ def test_bundle_points_from_result_files_with_a_damaged_capture_and_no_metadata(
         "results/iperf3.json": b"{}",
         "logs/stderr.txt": b"...",
     }
-    got = bundle_points(files, CTX)
+    got = bundle_points(files, CTX, catalogue=experiments())
     kinds = sorted({p.measurement for p in got.points})
     assert kinds == ["abw", "flows"]
     assert len(got.notes) == 3

@@ -10,6 +10,7 @@ import pytest
 from orchestrator.timeseries.lineprotocol import Point
 from orchestrator.timeseries.live import LiveBuffer
 from orchestrator.timeseries.schema import RunContext, bundle_points, live_points
+from tests.conftest import experiments
 
 
 def _points(*times: int) -> list[Point]:
@@ -47,7 +48,7 @@ def test_live_and_bundle_samples_become_the_same_points() -> None:
     [live] = live_points(modems=[], gps=None, system=system, ctx=ctx)
     bundle = bundle_points({"meta/system.jsonl": b'{"time": "2026-11-23T12:00:00+00:00", '
                             b'"cpu_pct": 12.5, "mem_pct": 40.0, "temperature_c": null, '
-                            b'"disk_free_bytes": 1000000000}\n'}, ctx)
+                            b'"disk_free_bytes": 1000000000}\n'}, ctx, catalogue=experiments())
     assert bundle.points == [live]
     assert [n.split(":")[0] for n in bundle.notes] == ["meta/modem.jsonl"]  # absent
     assert live.tags == {"node": "se-01", "country": "SE"}

@@ -11,6 +11,7 @@ from orchestrator.timeseries.schema import (
     modem_points,
     to_ns,
 )
+from tests.conftest import experiments
 
 CTX = RunContext(node="se-01", country="SE", operator="240-01", operator_name="Telia",
                  interface="op0", rat="4G", experiment="tat", run="r-1")
@@ -43,7 +44,8 @@ def test_bundle_points_route_meta_files_by_name() -> None:
                        "speed": 1.5, "fix": "3d"}) + "\n"
            + json.dumps({"time": SAMPLE["time"], "lat": None, "lon": None, "alt": None,
                          "speed": None, "fix": "none"}) + "\n").encode()
-    built = bundle_points({"meta/modem.jsonl": modem, "meta/gps.jsonl": gps}, CTX)
+    built = bundle_points({"meta/modem.jsonl": modem, "meta/gps.jsonl": gps}, CTX,
+            catalogue=experiments())
     assert built.notes == []
     assert [p.measurement for p in built.points] == ["gps", "modem", "modem"]
     assert built.points[0].fields == {"lat": 59.4, "lon": 17.9, "alt_m": 38.0,
@@ -52,5 +54,16 @@ def test_bundle_points_route_meta_files_by_name() -> None:
 
 
 def test_a_damaged_modem_file_is_a_note() -> None:
-    built = bundle_points({"meta/modem.jsonl": b'{"interface": "op0"}\n'}, CTX)
+    built = bundle_points({"meta/modem.jsonl": b'{"interface": "op0"}\n'}, CTX,
+            catalogue=experiments())
     assert built.points == [] and built.notes and "meta/modem.jsonl" in built.notes[0]
+
+
+def test_without_the_catalogue_or_records_the_caller_is_told_what_to_pass() -> None:
+    """Nothing is read from an experiments folder relative to the working directory:
+    whether a run's records are points is its manifest's, and the caller holds it."""
+    import pytest
+
+    with pytest.raises(ValueError, match=r"needs the experiments' catalogue \(catalogue="):
+        bundle_points({"meta/modem.jsonl": b""}, CTX)
+    assert bundle_points({"meta/modem.jsonl": b""}, CTX, records=True).points == []

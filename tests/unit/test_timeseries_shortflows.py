@@ -13,6 +13,7 @@ from orchestrator.analysis.capture import reference_flows
 from orchestrator.timeseries.schema import RunContext, bundle_points
 from studies.short_flows.points import SHORT_FLOWS, flow_rows
 from testbed_kit.short_flows import parse_result, short_sizes
+from tests.conftest import experiments
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CTX = RunContext(node="no-01", operator="242-01", operator_name="Telenor",
@@ -60,7 +61,7 @@ def test_retransmitted_syn_or_fin_excludes_a_flow_and_a_failed_one_is_kept() -> 
 def test_ingest_writes_one_short_flows_point_per_flow() -> None:
     doc, pcap = _recorded()
     built = bundle_points({"results/short-flows.json": json.dumps(doc).encode(),
-                           "results/capture/op0.pcap": pcap}, CTX)
+                           "results/capture/op0.pcap": pcap}, CTX, catalogue=experiments())
     points = [p for p in built.points if p.measurement == SHORT_FLOWS]
     assert len(points) == 12
     assert {p.tags["direction"] for p in points} == {"downlink"}
@@ -73,7 +74,8 @@ def test_ingest_writes_one_short_flows_point_per_flow() -> None:
 
 def test_a_result_without_its_capture_is_written_as_uncaptured() -> None:
     doc, _ = _recorded()
-    built = bundle_points({"results/short-flows.json": json.dumps(doc).encode()}, CTX)
+    built = bundle_points({"results/short-flows.json": json.dumps(doc).encode()}, CTX,
+            catalogue=experiments())
     points = [p for p in built.points if p.measurement == SHORT_FLOWS]
     assert {p.fields["status"] for p in points} == {"uncaptured"}
 
@@ -82,7 +84,7 @@ def test_a_damaged_result_gives_a_note_not_points() -> None:
     doc, pcap = _recorded()
     doc["direction"] = "sideways"
     built = bundle_points({"results/short-flows.json": json.dumps(doc).encode(),
-                           "results/capture/op0.pcap": pcap}, CTX)
+                           "results/capture/op0.pcap": pcap}, CTX, catalogue=experiments())
     assert not [p for p in built.points if p.measurement == SHORT_FLOWS]
     assert any("results/short-flows.json: not turned into points: direction" in n
                for n in built.notes)

@@ -1,13 +1,13 @@
-"""Proxy mode's decisions against the stores: per SIM of a proxy-mode campaign, does
+"""Proxy mode's decisions against the store: per SIM of a proxy-mode campaign, does
 its next window need a TAT (:func:`orchestrator.analysis.proxy.tat_needed`)?
 
 The planner is pure and reads the answers from its snapshot (``Snapshot.proxy``); they
-are made here at each planning pass, from the campaign's own points in InfluxDB (the
-same ones the ``abw-proxy`` page reads). Without a time-series store, or while it does
-not answer, there is no answer: every window books its TAT. That costs bytes, never
-calibration. The planner's lock is held meanwhile, so each query is tried once (a store
-that hangs costs the pass one request timeout, 10 s by default), and the first failure
-ends the pass's reading.
+are made here at each planning pass (the study's ``proxy_verdicts``, called by
+``orchestrator.services.planhooks``), from the campaign's own points in InfluxDB (the
+same ones the ``abw-proxy`` page reads). While the store does not answer there is no
+answer: every window books its TAT. That costs bytes, never calibration. The core asks
+the store without retries (the planner's lock is held), and the first failure ends the
+pass's reading.
 """
 
 from __future__ import annotations
@@ -18,14 +18,18 @@ from datetime import datetime
 
 from orchestrator.analysis.proxy import Policy, Verdict, fit, tat_needed
 from orchestrator.analysis.proxy_data import SimHistory, histories
-from orchestrator.model.ids import CampaignId, NodeId
-from orchestrator.quotas.ledger import SimKey
-from orchestrator.scheduling.recurrence import TimeScale
-from orchestrator.scheduling.selection import NodeFacts
-from orchestrator.scheduling.snapshot import Campaign
-from orchestrator.scheduling.spec import CampaignSpecV2
-from orchestrator.timeseries.influx import InfluxClient, TimeSeriesError
-from orchestrator.timeseries.proxyrows import Queryable, campaign_points
+from orchestrator.study import (
+    Campaign,
+    CampaignId,
+    CampaignSpecV2,
+    NodeFacts,
+    NodeId,
+    SimKey,
+    TimeScale,
+    TimeSeriesError,
+    TimeSeriesQuery,
+)
+from studies.abw_proxy.rows import campaign_points
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +56,10 @@ def verdict(h: SimHistory, *, policy: Policy, now_s: float) -> Verdict:
                       policy=policy)
 
 
-def verdicts(ts: object, campaigns: Sequence[Campaign], nodes: Sequence[NodeFacts],
+def verdicts(ts: TimeSeriesQuery, proxied: Sequence[Campaign], nodes: Sequence[NodeFacts],
              now: datetime) -> dict[tuple[CampaignId, SimKey], Verdict]:
     """Per proxy-mode campaign and SIM with a history, whether a TAT is needed now."""
     out: dict[tuple[CampaignId, SimKey], Verdict] = {}
-    proxied = [c for c in campaigns if c.spec.proxy is not None]
-    if not proxied:
-        return out
-    if not isinstance(ts, Queryable):
-        log.warning("proxy mode: no time-series store to read; every window books a TAT")
-        return out
-    if isinstance(ts, InfluxClient):  # the planner's lock is held: one try per query
-        ts = ts.without_retries()
     keys = {(n.id, s.mcc_mnc): SimKey(n.id, s.interface, s.mcc_mnc)
             for n in nodes for s in n.sims}
     for c in proxied:

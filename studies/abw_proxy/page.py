@@ -27,10 +27,19 @@ from orchestrator.analysis.proxy import (
     fit,
     score_sequentially,
 )
-from orchestrator.analysis.proxy_data import SimHistory, SimId
-from orchestrator.pages import svg
-from orchestrator.pages.data import Filters
-from orchestrator.pages.views import Page, Section, Table, no_data, slug
+from orchestrator.analysis.proxy_data import SimHistory, SimId, histories
+from orchestrator.study import (
+    Filters,
+    Page,
+    Readable,
+    Section,
+    Table,
+    TimeSeriesQuery,
+    no_data,
+    slug,
+    svg,
+)
+from studies.abw_proxy.rows import campaign_points
 
 SLUG = "abw-proxy"
 TITLE = "ABw proxy"
@@ -156,3 +165,24 @@ def abw_proxy_page(hists: Mapping[SimId, SimHistory], *, filters: Filters) -> Pa
             rows=tuple(rows), css_class="abw-proxy"),)),
         Section(heading="Predicted against measured", charts=tuple(charts)),
     ))
+
+
+# --- the page's query ------------------------------------------------------------------
+
+
+def proxy_histories(ts: TimeSeriesQuery, filters: Filters, *,
+                    readable: Readable) -> dict[SimId, SimHistory]:
+    """The chosen campaign's SIM histories (the planner's, :mod:`.rows`), of the runs
+    the caller may read, narrowed to the operator and node filters; none without a
+    campaign (a proxy is per campaign)."""
+    if not filters.campaign:
+        return {}
+    tats, abws, modems = campaign_points(ts, filters.campaign)
+
+    def keep(sim: SimId, run: str) -> bool:
+        return (readable.run(run) and filters.operator in (None, sim.operator)
+                and filters.node in (None, sim.node))
+
+    return histories([t for t in tats if keep(t.sim, t.run)],
+                     [a for a in abws if keep(a.sim, a.run)],
+                     [m for m in modems if keep(m.sim, m.run)])

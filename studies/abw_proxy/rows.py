@@ -8,16 +8,12 @@ the ``abw-proxy`` page for its figures, so both see the same history.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from orchestrator.analysis.proxy_data import AbwPoint, ModemPoint, SimId, TatPoint
-from orchestrator.timeseries.influx import Series, literal
-from orchestrator.timeseries.schema import ABW, MODEM, TAT_SUMMARY
-
-
-@runtime_checkable
-class Queryable(Protocol):
-    def query(self, influxql: str, *, epoch: str = "ns") -> list[Series]: ...
+from orchestrator.study import MODEM, TimeSeriesQuery, literal
+from studies.abw_tat.points import ABW
+from studies.tat.points import TAT_SUMMARY
 
 
 def _select(measurement: str, fields: tuple[str, ...], campaign: str) -> str:
@@ -35,7 +31,7 @@ def _f(row: dict[str, Any], key: str) -> float | None:
     return None if v is None else float(v)
 
 
-def campaign_points(ts: Queryable, campaign: str
+def campaign_points(ts: TimeSeriesQuery, campaign: str
                     ) -> tuple[list[TatPoint], list[AbwPoint], list[ModemPoint]]:
     """Every TAT transfer, ABw estimate and modem sample of ``campaign``."""
     rows = [r for s in ts.query(_select(TAT_SUMMARY, ("mean_bps", "sender_bytes", "bytes"),
