@@ -33,6 +33,7 @@ def tx_rx(interface: str) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
+@pytest.mark.quiet  # asserts the TAT's rate: alone, in phase 2
 def test_a_tat_on_op0_runs_confined_and_moves_nothing_on_op1(fleet: Fleet) -> None:
     fleet.wait_online("se-01")
     op1_before = tx_rx("op1")
@@ -85,11 +86,15 @@ print(json.dumps(out))
 
 
 def control_ip(container: str) -> str:
+    """The container's address on the control plane's networks: the control network, or
+    for the stores (PostgreSQL, InfluxDB) the stores network that only the orchestrators
+    join."""
     out = subprocess.run(
         ["docker", "inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}"
          "{{$k}}={{$v.IPAddress}} {{end}}", container],
         capture_output=True, text=True, check=True).stdout.split()
-    return next(kv.split("=", 1)[1] for kv in out if kv.split("=", 1)[0].endswith("control"))
+    return next(kv.split("=", 1)[1] for kv in out
+                if kv.split("=", 1)[0].endswith(("control", "stores")))
 
 
 def test_a_container_in_a_runs_namespace_reaches_only_its_server(fleet: Fleet) -> None:

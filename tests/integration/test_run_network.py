@@ -308,3 +308,69 @@ def test_the_agent_runs_a_tat_confined(node: Node, tmp_path: Path) -> None:
         assert "tbrun0" not in sh("nsenter", f"--net={node.netns}", "ip", "-o", "link")
     finally:
         client.close()
+
+
+def test_a_run_reaches_neither_the_host_nor_the_node_over_ipv6(node: Node,
+                                                               run_on: Any) -> None:
+    """Beyond the matrix's rows: the machine that runs the engine (its address on each
+    of the rig's networks and on the engine's default bridge) is not reachable from a
+    run though it is from the node, and nothing of the node answers over IPv6 (the
+    run's namespace has an IPv6 stack of its own; the node drops all but IPv4 from it)."""
+    listener = subprocess.Popen([sys.executable, "-c", (
+        "import socket\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('0.0.0.0', {AGENT_PORT + 1})); s.listen(16)\n"
+        "while True:\n"
+        "    c, _ = s.accept(); c.sendall(b'host'); c.close()\n")])
+    try:
+        gateways = {line.split()[2] for line in sh(
+            "nsenter", f"--net={node.netns}", "ip", "-4", "route", "show").splitlines()
+            if line.startswith("default")}
+        gateways.add(sh("docker", "network", "inspect", "bridge", "-f",
+                        "{{(index .IPAM.Config 0).Gateway}}").strip())
+        time.sleep(0.3)
+        for gw in sorted(gateways):
+            assert sh("nsenter", f"--net={node.netns}", sys.executable, "-c",
+                      f"import socket; print(socket.create_connection(({gw!r}, "
+                      f"{AGENT_PORT + 1}), timeout=2).recv(4).decode())").strip() == "host"
+        run = run_on(["op0"])
+        reached = {gw: run.ask("tcp", gw, AGENT_PORT + 1) for gw in sorted(gateways)}
+        assert all(r.startswith("refused") for r in reached.values()), reached
+    finally:
+        listener.kill()
+        listener.wait()
+
+
+def test_nothing_of_the_node_answers_a_run_over_ipv6(node: Node, run_on: Any) -> None:
+    """Beyond the matrix's rows: the run's namespace has an IPv6 stack of its own; a
+    listener on every IPv6 address of the node is not reached from it over the run's
+    link (the node drops all but IPv4 from a run), whether or not the link has IPv6."""
+    run = run_on(["op0"])
+    port = AGENT_PORT + 2
+    node_ll = [line.split()[3].split("/")[0] for line in sh(
+        "nsenter", f"--net={node.netns}", "ip", "-6", "-o", "addr", "show", "dev", "tbrun0",
+        check=False).splitlines() if "scope link" in line]
+    listener = subprocess.Popen(["nsenter", f"--net={node.netns}", sys.executable, "-c", (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, "
+        "socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('::', {port})); s.listen(16)\n"
+        "while True:\n"
+        "    c, _ = s.accept(); c.sendall(b'node'); c.close()\n")])
+    try:
+        time.sleep(0.3)
+        tried = run.exec("python3", "-c", (
+            "import socket\n"
+            f"targets = {[*node_ll, 'fe80::1']!r}\n"
+            "out = []\n"
+            "for dst in targets:\n"
+            "    s = socket.socket(socket.AF_INET6); s.settimeout(2)\n"
+            "    try:\n"
+            f"        s.connect((dst, {port}, 0, socket.if_nametoindex('op0')))\n"
+            "        out.append('connected:' + s.recv(4).decode())\n"
+            "    except OSError as e: out.append('refused')\n"
+            "print(' '.join(out))\n"))
+    finally:
+        listener.kill()
+        listener.wait()
+    assert "connected" not in tried, (node_ll, tried)
