@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from node_agent.engine import LABEL_RUN, holder_name
 from tests.e2e.conftest import FINAL, Fleet, story
 
 pytestmark = pytest.mark.e2e
@@ -55,9 +56,9 @@ def test_a_tat_on_op0_runs_confined_and_moves_nothing_on_op1(fleet: Fleet) -> No
     # nothing of the run is left in the node: no veth, no run table, no holder
     assert "tbrun" not in node_sh("ip -o link")
     assert "testbed_run_" not in node_sh("nft list tables")
-    holders = subprocess.run(["docker", "ps", "-aq", "--filter", "name=testbed-holder-"],
-                             capture_output=True, text=True, check=True).stdout
-    assert holders.strip() == ""
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL_RUN}={run_id}"],
+                          capture_output=True, text=True, check=True).stdout
+    assert left.strip() == "", "the run's holder or experiment container is left"
 
 
 #: Connection attempts from inside a run's namespace: "ok" or the error, per target.
@@ -104,7 +105,7 @@ def test_a_container_in_a_runs_namespace_reaches_only_its_server(fleet: Fleet) -
     agent and link-local, sends to op1's server, and reads and writes the metadata."""
     fleet.wait_online("se-01")
     run_id = fleet.submit("se-01", "op0", duration_s=20)
-    holder = f"testbed-holder-{run_id}"
+    holder = holder_name(run_id)  # the agent's name for the run's holder
     for _ in range(300):
         state = fleet.get(f"/api/v1/runs/{run_id}")["state"]
         if state == "running" or state in FINAL:

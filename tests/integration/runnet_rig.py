@@ -237,11 +237,11 @@ class NsMetadata:
 DENIED = (f"{CONTROL}.0/24", OTHER_NODE)
 
 
-def confined(node: Node, **kwargs: Any) -> ConfinedNetwork:
+def confined(node: Node, *, denied: Sequence[str] = DENIED, **kwargs: Any) -> ConfinedNetwork:
     return ConfinedNetwork(
         [SimRoute("op0", SERVER["op0"], NODE["op0"]),
          SimRoute("op1", SERVER["op1"], NODE["op1"])],
-        denied=DENIED, metadata_port=METADATA_PORT,
+        denied=denied, metadata_port=METADATA_PORT,
         metadata_listen=lambda address: NsMetadata(node.netns, address),
         node_netns=node.netns, **kwargs)
 

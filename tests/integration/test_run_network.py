@@ -41,6 +41,7 @@ from tests.conftest import REPO, require_docker, require_root, require_tools
 from tests.integration.runnet_rig import (
     AGENT_PORT,
     ANSWER_PORT,
+    CONTROL,
     IMAGE,
     METADATA_PORT,
     NODE,
@@ -310,12 +311,12 @@ def test_the_agent_runs_a_tat_confined(node: Node, tmp_path: Path) -> None:
         client.close()
 
 
-def test_a_run_reaches_neither_the_host_nor_the_node_over_ipv6(node: Node,
-                                                               run_on: Any) -> None:
-    """Beyond the matrix's rows: the machine that runs the engine (its address on each
-    of the rig's networks and on the engine's default bridge) is not reachable from a
-    run though it is from the node, and nothing of the node answers over IPv6 (the
-    run's namespace has an IPv6 stack of its own; the node drops all but IPv4 from it)."""
+def test_a_run_does_not_reach_the_engines_host(node: Node, run_on: Any) -> None:
+    """Beyond the matrix's rows: on an emulated fleet the machine that runs the engine has
+    an address on each of the node's networks (each bridge's gateway), the operator
+    networks' included, which a run's traffic can reach; a node denies them as the compose
+    fleet does (its whole address range, 172.30.0.0/16 there, but the runs' servers). Then
+    none is reachable from a run though each is from the node."""
     listener = subprocess.Popen([sys.executable, "-c", (
         "import socket\n"
         "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
@@ -323,18 +324,22 @@ def test_a_run_reaches_neither_the_host_nor_the_node_over_ipv6(node: Node,
         "while True:\n"
         "    c, _ = s.accept(); c.sendall(b'host'); c.close()\n")])
     try:
-        gateways = {line.split()[2] for line in sh(
-            "nsenter", f"--net={node.netns}", "ip", "-4", "route", "show").splitlines()
-            if line.startswith("default")}
-        gateways.add(sh("docker", "network", "inspect", "bridge", "-f",
-                        "{{(index .IPAM.Config 0).Gateway}}").strip())
+        # the host's own address on each network the node is on (each bridge's gateway)
+        gateways = set(sh("docker", "inspect", "-f",
+                          "{{range .NetworkSettings.Networks}}{{.Gateway}} {{end}}",
+                          node.name).split())
+        assert gateways, "the node is on no network with a gateway"
         time.sleep(0.3)
         for gw in sorted(gateways):
             assert sh("nsenter", f"--net={node.netns}", sys.executable, "-c",
                       f"import socket; print(socket.create_connection(({gw!r}, "
                       f"{AGENT_PORT + 1}), timeout=2).recv(4).decode())").strip() == "host"
-        run = run_on(["op0"])
+        fleet_range = CONTROL.rsplit(".", 1)[0] + ".0.0/16"
+        run = run_on(["op0"], confined(node, denied=(fleet_range,)))
         reached = {gw: run.ask("tcp", gw, AGENT_PORT + 1) for gw in sorted(gateways)}
+        # the run's server, inside the denied range, stays reachable
+        assert run.ask("tcp", SERVER["op0"], ANSWER_PORT, "198.18.0.2") \
+            == f"connected: reached server:{ANSWER_PORT}"
         assert all(r.startswith("refused") for r in reached.values()), reached
     finally:
         listener.kill()
