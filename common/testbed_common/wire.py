@@ -7,6 +7,7 @@ a 60 s heartbeat and prefetched a few tasks; we do the same). Field units are in
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -145,11 +146,15 @@ class RunResources(_Wire):
     tmp_mb: int | None = Field(None, ge=1, le=1_048_576)
 
 
-def _allowed_capabilities(value: list[str]) -> list[str]:
+def allowed_capabilities(value: Iterable[str], *, hint: str = "") -> list[str]:
+    """``value`` sorted and without repeats, or a ValueError naming what is not on the
+    allowed list (the one check of the manifest, the assignment and the node's policy);
+    ``hint``: where the reader learns more."""
     refused = sorted(set(value) - ALLOWED_CAPABILITIES)
     if refused:
-        raise ValueError(f"capabilities {refused} are not allowed; a run may have only "
-                         f"{sorted(ALLOWED_CAPABILITIES)}")
+        raise ValueError(f"{refused} cannot be granted to a run: not allowed; every "
+                         f"capability is dropped but those of {sorted(ALLOWED_CAPABILITIES)}"
+                         f" that are declared{hint}")
     return sorted(set(value))
 
 
@@ -169,7 +174,7 @@ class Assignment(_Wire):
     resources: RunResources = RunResources()
     #: Capabilities the manifest declares (from ALLOWED_CAPABILITIES); every other one
     #: is dropped.
-    capabilities: Annotated[list[str], AfterValidator(_allowed_capabilities)] = []
+    capabilities: Annotated[list[str], AfterValidator(allowed_capabilities)] = []
 
 
 class HeartbeatReply(_Wire):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from node_agent.errors import ConfigError
 from testbed_common import safeyaml
 from testbed_common.platforms import UNKNOWN, oci_architecture
-from testbed_common.wire import ALLOWED_CAPABILITIES, Operator
+from testbed_common.wire import Operator, allowed_capabilities
 
 DEFAULT_CONFIG_PATH = Path("/etc/testbed/agent.yaml")
 #: The token is a secret: never in the YAML file that Ansible templates and people read.
@@ -124,10 +124,7 @@ class RunPolicy(_Strict):
     @field_validator("capabilities")
     @classmethod
     def _allowed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        refused = sorted(set(value) - ALLOWED_CAPABILITIES)
-        if refused:
-            raise ValueError(f"{refused} cannot be granted to runs; only "
-                             f"{sorted(ALLOWED_CAPABILITIES)} can")
+        allowed_capabilities(value, hint=" (run_policy.capabilities)")
         return value
     #: Image of each run's holder container (it holds the run's namespace and volumes);
     #: None: the image of ``netns_container``, the node's own (the agent's) image.

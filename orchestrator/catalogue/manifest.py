@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.catalogue.expr import Expression, ExpressionError, parse_expression
 from testbed_common import safeyaml
 from testbed_common.platforms import DEFAULT_PLATFORMS, parse_platform
-from testbed_common.wire import ALLOWED_CAPABILITIES, RunResources
+from testbed_common.wire import ALLOWED_CAPABILITIES, RunResources, allowed_capabilities
 
 #: Variables a forecast may use besides the parameters.
 FORECAST_VARIABLES = frozenset({"rate_bps"})
@@ -99,13 +99,8 @@ class _ManifestDoc(BaseModel):
     @field_validator("capabilities")
     @classmethod
     def _capabilities_allowed(cls, value: list[str]) -> list[str]:
-        refused = sorted(set(value) - ALLOWED_CAPABILITIES)
-        if refused:
-            raise ValueError(
-                f"{refused} cannot be granted to a run: every capability is dropped but "
-                f"those of {sorted(ALLOWED_CAPABILITIES)} a manifest declares (see "
-                "docs/experiment-contract.md, \"Confinement\")")
-        return sorted(set(value))
+        return allowed_capabilities(
+            value, hint=' (docs/experiment-contract.md, "Confinement")')
     # -- platforms (heterogeneous nodes) --
     #: The platforms the image is built for (``linux/amd64``, ``linux/arm64``): the
     #: planner books the experiment only on nodes of those architectures.
